@@ -1,0 +1,70 @@
+# Punctual's build, test and local-cluster targets. `make help` lists them all.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+CLUSTER_DIR := .cluster
+KUBECTL := $(CLUSTER_DIR)/bin/kubectl
+export KUBECONFIG_LOCAL := $(abspath $(CLUSTER_DIR)/kubeconfig)
+
+.PHONY: help
+help: ## List every target with what it does
+	@awk 'BEGIN {FS = ":.*?## "} /^[a-zA-Z0-9_-]+:.*?## / {printf "  \033[36m%-16s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+$(BIN)/.installed: requirements.lock pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --require-hashes -r requirements.lock
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps -e .
+	@touch $@
+
+.PHONY: venv
+venv: $(BIN)/.installed ## Create .venv and install the locked dependencies and Punctual
+
+.PHONY: lock
+lock: ## Re-resolve requirements.lock from pyproject.toml (needs uv on PATH)
+	uv pip compile pyproject.toml --extra dev --generate-hashes --python-version 3.11 \
+	  --quiet --output-file requirements.lock
+
+.PHONY: binaries
+binaries: ## Build (once, cached in ~/.cache/punctual) etcd, the control plane, kwok, helm
+	e2e/build-binaries.sh $(CLUSTER_DIR)/bin
+
+.PHONY: cluster-up
+cluster-up: venv binaries ## Start a local control plane in the background (state in .cluster/)
+	$(BIN)/python e2e/localcluster.py up --state-dir $(CLUSTER_DIR)
+
+.PHONY: cluster-down
+cluster-down: ## Stop the processes cluster-up started and remove their state
+	@if [ -x $(BIN)/python ]; then $(BIN)/python e2e/localcluster.py down --state-dir $(CLUSTER_DIR); fi
+
+.PHONY: lint
+lint: venv ## ruff (lint and format) and mypy --strict
+	$(BIN)/ruff check operator tests e2e bench
+	$(BIN)/ruff format --check operator tests e2e bench
+	$(BIN)/mypy
+
+.PHONY: fmt
+fmt: venv ## Format the code with ruff
+	$(BIN)/ruff format operator tests e2e bench
+	$(BIN)/ruff check --fix operator tests e2e bench
+
+.PHONY: unit
+unit: venv ## Unit tests of the pure core (no cluster)
+	$(BIN)/pytest tests/unit -q
+
+.PHONY: e2e
+e2e: venv binaries ## End-to-end tests against a real control plane (started if not running)
+	$(BIN)/pytest tests/e2e -q
+
+.PHONY: test
+test: lint unit e2e ## Everything CI runs: lint, unit, then e2e tests
+
+.PHONY: bench-planning
+bench-planning: venv ## Print the planner's cost per schedule (µs)
+	$(BIN)/python bench/planning_bench.py
+
+.PHONY: clean
+clean: cluster-down ## Remove the virtualenv and local state (the binary cache stays)
+	rm -rf $(VENV) $(CLUSTER_DIR) .pytest_cache .mypy_cache .ruff_cache

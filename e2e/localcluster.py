@@ -1,0 +1,741 @@
+"""A real Kubernetes control plane on loopback, from binaries built by build-binaries.sh.
+
+Punctual's promises are about the API server (409s, resourceVersion, Leases, the Job
+controller), so its tests run against the real thing: etcd, kube-apiserver,
+kube-controller-manager, kube-scheduler and kwok (fake nodes whose pods run to
+completion without a container runtime). This module starts them in the background
+with their state under one directory, and stops exactly the processes it started, by
+pid, never by name. It never fakes a component.
+
+Used by `make cluster-up` / `make cluster-down` (as a script) and by the pytest
+fixture (as a module). Each component can be stopped and started on its own, so fault
+tests can restart the API server or etcd under a running operator.
+
+    python e2e/localcluster.py up   [--state-dir .cluster] [--port-base 16443] [--nodes 1]
+    python e2e/localcluster.py down [--state-dir .cluster]
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import contextlib
+import datetime as dt
+import ipaddress
+import json
+import os
+import secrets
+import signal
+import ssl
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+DEFAULT_STATE_DIR = REPO / ".cluster"
+DEFAULT_PORT_BASE = 16443
+# How long a fake pod "runs" before kwok marks it Succeeded, unless its pod template
+# carries the annotation pod-complete.stage.kwok.x-k8s.io/delay (milliseconds, or a
+# Go duration such as "5s").
+DEFAULT_POD_RUN_MILLISECONDS = 1000
+COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+KUBECONFIG_NAME = "kubeconfig"
+
+AUDIT_POLICY = """\
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+  # The ground truth for "exactly one create per tick" and "writes per firing".
+  - level: Metadata
+    verbs: [create, update, patch, delete, deletecollection]
+    resources:
+      - group: batch
+        resources: [jobs, cronjobs]
+      - group: punctual.dev
+        resources: [cronschedules, cronschedules/status]
+      - group: coordination.k8s.io
+        resources: [leases]
+  - level: None
+"""
+
+# Pod lifecycle on kwok's fake nodes. kwok uses no default stages at all when given a
+# config file, so node stages (below) and all four pod stages are here: scheduled -> Running -> Succeeded (or Failed
+# when the pod asks for it), and deletion.
+_POD_STAGES = """\
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata: {{name: pod-ready}}
+spec:
+  resourceRef: {{apiGroup: v1, kind: Pod}}
+  selector:
+    matchExpressions:
+      - {{key: .metadata.deletionTimestamp, operator: DoesNotExist}}
+      - {{key: .spec.nodeName, operator: Exists}}
+      - {{key: .status.podIP, operator: DoesNotExist}}
+  next:
+    statusTemplate: |
+      {{{{ $now := Now }}}}
+      conditions:
+      - {{type: Initialized, status: "True", lastTransitionTime: {{{{ $now | Quote }}}}}}
+      - {{type: ContainersReady, status: "True", lastTransitionTime: {{{{ $now | Quote }}}}}}
+      - {{type: Ready, status: "True", lastTransitionTime: {{{{ $now | Quote }}}}}}
+      containerStatuses:
+      {{{{ range .spec.containers }}}}
+      - name: {{{{ .name | Quote }}}}
+        image: {{{{ .image | Quote }}}}
+        ready: true
+        started: true
+        restartCount: 0
+        state: {{running: {{startedAt: {{{{ $now | Quote }}}}}}}}
+      {{{{ end }}}}
+      hostIP: {{{{ NodeIPWith .spec.nodeName | Quote }}}}
+      podIP: {{{{ PodIPWith .spec.nodeName false .metadata.uid .metadata.name .metadata.namespace | Quote }}}}
+      phase: Running
+      startTime: {{{{ $now | Quote }}}}
+---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata: {{name: pod-complete}}
+spec:
+  resourceRef: {{apiGroup: v1, kind: Pod}}
+  selector:
+    matchExpressions:
+      - {{key: .metadata.deletionTimestamp, operator: DoesNotExist}}
+      - {{key: .status.phase, operator: In, values: [Running]}}
+      - {{key: '.metadata.ownerReferences.[].kind', operator: In, values: [Job]}}
+  weight: 1
+  weightFrom:
+    expressionFrom: '.metadata.annotations["pod-complete.stage.kwok.x-k8s.io/weight"]'
+  delay:
+    durationMilliseconds: {run_ms}
+    durationFrom:
+      expressionFrom: '.metadata.annotations["pod-complete.stage.kwok.x-k8s.io/delay"]'
+  next:
+    statusTemplate: |
+      {{{{ $now := Now }}}}
+      containerStatuses:
+      {{{{ range .spec.containers }}}}
+      - name: {{{{ .name | Quote }}}}
+        image: {{{{ .image | Quote }}}}
+        ready: false
+        started: false
+        restartCount: 0
+        state:
+          terminated: {{exitCode: 0, reason: Completed, startedAt: {{{{ $now | Quote }}}}, finishedAt: {{{{ $now | Quote }}}}}}
+      {{{{ end }}}}
+      phase: Succeeded
+---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata: {{name: pod-fail}}
+spec:
+  resourceRef: {{apiGroup: v1, kind: Pod}}
+  selector:
+    matchExpressions:
+      - {{key: .metadata.deletionTimestamp, operator: DoesNotExist}}
+      - {{key: .status.phase, operator: In, values: [Running]}}
+      - {{key: '.metadata.annotations["punctual.dev/test-outcome"]', operator: In, values: [fail]}}
+  weight: 1000
+  delay:
+    durationMilliseconds: {run_ms}
+    durationFrom:
+      expressionFrom: '.metadata.annotations["pod-complete.stage.kwok.x-k8s.io/delay"]'
+  next:
+    statusTemplate: |
+      {{{{ $now := Now }}}}
+      containerStatuses:
+      {{{{ range .spec.containers }}}}
+      - name: {{{{ .name | Quote }}}}
+        image: {{{{ .image | Quote }}}}
+        ready: false
+        started: false
+        restartCount: 0
+        state:
+          terminated: {{exitCode: 1, reason: Error, startedAt: {{{{ $now | Quote }}}}, finishedAt: {{{{ $now | Quote }}}}}}
+      {{{{ end }}}}
+      phase: Failed
+---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata: {{name: pod-delete}}
+spec:
+  resourceRef: {{apiGroup: v1, kind: Pod}}
+  selector:
+    matchExpressions:
+      - {{key: .metadata.deletionTimestamp, operator: Exists}}
+  next:
+    finalizers: {{empty: true}}
+    delete: true
+"""
+
+_NODE_STAGES = """\
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata: {name: node-ready}
+spec:
+  resourceRef: {apiGroup: v1, kind: Node}
+  selector:
+    matchExpressions:
+      - {key: '.status.conditions.[] | select( .type == "Ready" ) | .status', operator: NotIn, values: ["True"]}
+  next:
+    statusTemplate: |
+      {{ $now := Now }}
+      conditions:
+      {{ range NodeConditions }}
+      - {type: {{ .type | Quote }}, status: {{ .status | Quote }}, reason: {{ .reason | Quote }}, message: {{ .message | Quote }}, lastHeartbeatTime: {{ $now | Quote }}, lastTransitionTime: {{ $now | Quote }}}
+      {{ end }}
+      addresses:
+      - {type: InternalIP, address: {{ NodeIP | Quote }}}
+      - {type: Hostname, address: {{ NodeName | Quote }}}
+      nodeInfo: {architecture: amd64, operatingSystem: linux, kubeletVersion: fake, kubeProxyVersion: fake}
+      phase: Running
+---
+# Without heartbeats the node-lifecycle controller marks the node unreachable after
+# its grace period and evicts every pod; this keeps it Ready for the whole session.
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata: {name: node-heartbeat}
+spec:
+  resourceRef: {apiGroup: v1, kind: Node}
+  selector:
+    matchExpressions:
+      - {key: .status.phase, operator: In, values: [Running]}
+      - {key: '.status.conditions.[] | select( .type == "Ready" ) | .status', operator: In, values: ["True"]}
+  delay:
+    durationMilliseconds: 10000
+  next:
+    statusTemplate: |
+      {{ $now := Now }}
+      {{ $created := or .metadata.creationTimestamp $now }}
+      conditions:
+      {{ range NodeConditions }}
+      - {type: {{ .type | Quote }}, status: {{ .status | Quote }}, reason: {{ .reason | Quote }}, message: {{ .message | Quote }}, lastHeartbeatTime: {{ $now | Quote }}, lastTransitionTime: {{ $created | Quote }}}
+      {{ end }}
+  immediateNextStage: true
+"""
+
+_NODE = """\
+apiVersion: v1
+kind: Node
+metadata:
+  name: {name}
+  annotations: {{kwok.x-k8s.io/node: fake, node.alpha.kubernetes.io/ttl: "0"}}
+  labels:
+    kubernetes.io/hostname: {name}
+    kubernetes.io/os: linux
+    kubernetes.io/arch: amd64
+    kubernetes.io/role: agent
+    type: kwok
+spec: {{}}
+status:
+  allocatable: {{cpu: "1000", memory: 1000Gi, pods: "100000"}}
+  capacity: {{cpu: "1000", memory: 1000Gi, pods: "100000"}}
+"""
+
+
+@dataclass
+class Ports:
+    """Every port a cluster listens on, derived from one base so two clusters can coexist."""
+
+    base: int
+
+    @property
+    def apiserver(self) -> int:
+        return self.base
+
+    @property
+    def etcd_client(self) -> int:
+        return self.base + 1
+
+    @property
+    def etcd_peer(self) -> int:
+        return self.base + 2
+
+    @property
+    def controller_manager(self) -> int:
+        return self.base + 3
+
+    @property
+    def scheduler(self) -> int:
+        return self.base + 4
+
+    @property
+    def kwok(self) -> int:
+        return self.base + 5
+
+
+@dataclass
+class LocalCluster:
+    """The processes of one local control plane and the files they share."""
+
+    state_dir: Path = DEFAULT_STATE_DIR
+    port_base: int = DEFAULT_PORT_BASE
+    bin_dir: Path | None = None
+    nodes: int = 1
+    pod_run_milliseconds: int = DEFAULT_POD_RUN_MILLISECONDS
+    pids: dict[str, int] = field(default_factory=dict)
+
+    # -- paths -------------------------------------------------------------------------
+
+    def __post_init__(self) -> None:
+        self.state_dir = Path(self.state_dir).resolve()
+        if self.bin_dir is None:
+            self.bin_dir = self.state_dir / "bin"
+        self.ports = Ports(self.port_base)
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.state_dir / KUBECONFIG_NAME
+
+    @property
+    def audit_log(self) -> Path:
+        return self.state_dir / "audit.log"
+
+    @property
+    def server(self) -> str:
+        return f"https://127.0.0.1:{self.ports.apiserver}"
+
+    def binary(self, name: str) -> str:
+        assert self.bin_dir is not None
+        path = self.bin_dir / name
+        if not path.exists():
+            raise FileNotFoundError(f"{path} is missing: run e2e/build-binaries.sh {self.bin_dir}")
+        return str(path)
+
+    def _path(self, *parts: str) -> str:
+        return str(self.state_dir.joinpath(*parts))
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    def up(self, timeout: float = 90.0) -> None:
+        """Start every component and wait until the API server serves and a node is Ready."""
+        if self._pid_file.exists():
+            self._load_pids()
+            alive = [name for name, pid in self.pids.items() if _alive(pid)]
+            if alive:
+                raise RuntimeError(
+                    f"a cluster already runs from {self.state_dir} ({', '.join(alive)}); "
+                    "run `make cluster-down` first"
+                )
+        for sub in ("pki", "logs", "etcd"):
+            (self.state_dir / sub).mkdir(parents=True, exist_ok=True)
+        self._write_credentials()
+        self._write_configs()
+        deadline = time.monotonic() + timeout
+        self.start("etcd")
+        self.start("kube-apiserver")
+        self.wait_ready(deadline - time.monotonic())
+        for name in ("kube-controller-manager", "kube-scheduler", "kwok"):
+            self.start(name)
+        self._create_nodes()
+        self._wait_node_ready(deadline - time.monotonic())
+
+    def down(self) -> None:
+        """Stop exactly the processes this cluster started, newest first, then drop its state."""
+        self._load_pids()
+        for name in reversed(COMPONENTS):
+            if name in self.pids:
+                self.stop(name)
+        for entry in self.state_dir.iterdir() if self.state_dir.exists() else []:
+            if entry.name == "bin":
+                continue
+            if entry.is_dir() and not entry.is_symlink():
+                _rmtree(entry)
+            else:
+                entry.unlink()
+
+    def start(self, name: str) -> int:
+        """Start one component in its own session so it outlives the caller."""
+        log = open(self._path("logs", f"{name}.log"), "ab")  # noqa: SIM115 - owned by the child
+        proc = subprocess.Popen(
+            self._argv(name),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            cwd=self.state_dir,
+        )
+        log.close()
+        self.pids[name] = proc.pid
+        self._save_pids()
+        return proc.pid
+
+    def stop(self, name: str, timeout: float = 15.0) -> None:
+        """Stop one component by its recorded pid: SIGTERM, then SIGKILL after `timeout`."""
+        pid = self.pids.pop(name, None)
+        self._save_pids()
+        if pid is None or not _alive(pid):
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+        end = time.monotonic() + timeout
+        while time.monotonic() < end and _alive(pid):
+            time.sleep(0.05)
+        if _alive(pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            while _alive(pid):
+                time.sleep(0.05)
+
+    def restart(self, name: str) -> None:
+        self.stop(name)
+        self.start(name)
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        """Wait until the API server answers /readyz with ok."""
+        end = time.monotonic() + timeout
+        last = ""
+        while time.monotonic() < end:
+            try:
+                status, body = self.request("GET", "/readyz")
+                if status == 200:
+                    return
+                last = f"HTTP {status}: {body[:200]!r}"
+            except (OSError, urllib.error.URLError) as exc:
+                last = str(exc)
+            self._check_alive("etcd", "kube-apiserver")
+            time.sleep(0.2)
+        raise TimeoutError(f"kube-apiserver not ready after {timeout:.0f}s: {last}")
+
+    def request(self, method: str, path: str, body: object | None = None) -> tuple[int, str]:
+        """One authenticated request to the API server (for readiness and set-up)."""
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(self.server + path, data=data, method=method)
+        req.add_header("Authorization", f"Bearer {self._token()}")
+        if data is not None:
+            req.add_header("Content-Type", "application/json")
+        ctx = ssl.create_default_context(cafile=self._path("pki", "ca.crt"))
+        try:
+            with urllib.request.urlopen(req, context=ctx, timeout=5) as resp:
+                return resp.status, resp.read().decode()
+        except urllib.error.HTTPError as err:
+            return err.code, err.read().decode()
+
+    # -- internals ---------------------------------------------------------------------
+
+    @property
+    def _pid_file(self) -> Path:
+        return self.state_dir / "pids.json"
+
+    def _save_pids(self) -> None:
+        self._pid_file.write_text(json.dumps(self.pids))
+
+    def _load_pids(self) -> None:
+        if self._pid_file.exists():
+            self.pids = {k: int(v) for k, v in json.loads(self._pid_file.read_text()).items()}
+
+    def _token(self) -> str:
+        return (self.state_dir / "pki" / "admin.token").read_text().strip()
+
+    def _check_alive(self, *names: str) -> None:
+        for name in names:
+            pid = self.pids.get(name)
+            if pid is not None and not _alive(pid):
+                tail = _tail(self.state_dir / "logs" / f"{name}.log")
+                raise RuntimeError(f"{name} exited during start-up; last lines:\n{tail}")
+
+    def _argv(self, name: str) -> list[str]:
+        p, pki = self.ports, (lambda f: self._path("pki", f))
+        kubeconfig = str(self.kubeconfig)
+        if name == "etcd":
+            return [
+                self.binary("etcd"),
+                "--name=punctual",
+                f"--data-dir={self._path('etcd')}",
+                f"--listen-client-urls=http://127.0.0.1:{p.etcd_client}",
+                f"--advertise-client-urls=http://127.0.0.1:{p.etcd_client}",
+                f"--listen-peer-urls=http://127.0.0.1:{p.etcd_peer}",
+                f"--initial-advertise-peer-urls=http://127.0.0.1:{p.etcd_peer}",
+                f"--initial-cluster=punctual=http://127.0.0.1:{p.etcd_peer}",
+                "--unsafe-no-fsync",  # a test cluster: processes die, the machine does not
+                "--log-level=warn",
+            ]
+        if name == "kube-apiserver":
+            return [
+                self.binary("kube-apiserver"),
+                f"--etcd-servers=http://127.0.0.1:{p.etcd_client}",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                f"--secure-port={p.apiserver}",
+                f"--cert-dir={self._path('pki')}",
+                f"--tls-cert-file={pki('apiserver.crt')}",
+                f"--tls-private-key-file={pki('apiserver.key')}",
+                f"--client-ca-file={pki('ca.crt')}",
+                f"--token-auth-file={pki('tokens.csv')}",
+                "--authorization-mode=RBAC",
+                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+                f"--service-account-key-file={pki('sa.pub')}",
+                f"--service-account-signing-key-file={pki('sa.key')}",
+                "--service-cluster-ip-range=10.96.0.0/16",
+                "--allow-privileged=true",
+                f"--audit-policy-file={self._path('audit-policy.yaml')}",
+                f"--audit-log-path={self.audit_log}",
+                "--audit-log-format=json",
+                "--audit-log-maxsize=0",
+                "--max-requests-inflight=2000",
+                "--max-mutating-requests-inflight=1000",
+                "--v=1",
+            ]
+        if name == "kube-controller-manager":
+            return [
+                self.binary("kube-controller-manager"),
+                f"--kubeconfig={kubeconfig}",
+                f"--authentication-kubeconfig={kubeconfig}",
+                f"--authorization-kubeconfig={kubeconfig}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={p.controller_manager}",
+                "--leader-elect=false",
+                f"--service-account-private-key-file={pki('sa.key')}",
+                f"--root-ca-file={pki('ca.crt')}",
+                "--use-service-account-credentials=false",
+                "--controllers=*",
+                "--kube-api-qps=200",
+                "--kube-api-burst=400",
+                "--v=1",
+            ]
+        if name == "kube-scheduler":
+            return [
+                self.binary("kube-scheduler"),
+                f"--kubeconfig={kubeconfig}",
+                f"--authentication-kubeconfig={kubeconfig}",
+                f"--authorization-kubeconfig={kubeconfig}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={p.scheduler}",
+                "--leader-elect=false",
+                "--v=1",
+            ]
+        if name == "kwok":
+            return [
+                self.binary("kwok"),
+                f"--kubeconfig={kubeconfig}",
+                f"--config={self._path('kwok.yaml')}",
+                "--manage-all-nodes=false",
+                "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+                f"--server-address=127.0.0.1:{p.kwok}",
+                "--node-ip=10.200.0.1",
+                "--cidr=10.200.0.0/16",
+                "--v=1",
+            ]
+        raise ValueError(f"unknown component {name!r}; known: {', '.join(COMPONENTS)}")
+
+    def _write_credentials(self) -> None:
+        """A CA, the API server's serving cert, a service-account key pair and an admin token."""
+        pki = self.state_dir / "pki"
+        if (pki / "admin.token").exists():
+            return
+        ca_key, ca_cert = _make_cert("punctual-local-ca", ca=True)
+        server_key, server_cert = _make_cert(
+            "kube-apiserver",
+            signer=(ca_key, ca_cert),
+            dns=["localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"],
+            ips=["127.0.0.1", "10.96.0.1"],
+        )
+        sa_key, _ = _make_cert("service-accounts", ca=True)
+        _write_pem(pki / "ca.crt", cert=ca_cert)
+        _write_pem(pki / "ca.key", key=ca_key)
+        _write_pem(pki / "apiserver.crt", cert=server_cert)
+        _write_pem(pki / "apiserver.key", key=server_key)
+        _write_pem(pki / "sa.key", key=sa_key)
+        _write_pem(pki / "sa.pub", public=sa_key)
+        token = secrets.token_hex(24)
+        (pki / "tokens.csv").write_text(f'{token},admin,admin,"system:masters"\n')
+        (pki / "admin.token").write_text(token + "\n")
+
+    def _write_configs(self) -> None:
+        (self.state_dir / "audit-policy.yaml").write_text(AUDIT_POLICY)
+        (self.state_dir / "kwok.yaml").write_text(
+            _POD_STAGES.format(run_ms=int(self.pod_run_milliseconds)) + "---\n" + _NODE_STAGES
+        )
+        ca = base64.b64encode((self.state_dir / "pki" / "ca.crt").read_bytes()).decode()
+        self.kubeconfig.write_text(
+            json.dumps(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "clusters": [
+                        {
+                            "name": "punctual-local",
+                            "cluster": {"server": self.server, "certificate-authority-data": ca},
+                        }
+                    ],
+                    "users": [{"name": "admin", "user": {"token": self._token()}}],
+                    "contexts": [
+                        {
+                            "name": "punctual-local",
+                            "context": {"cluster": "punctual-local", "user": "admin"},
+                        }
+                    ],
+                    "current-context": "punctual-local",
+                },
+                indent=2,
+            )
+        )
+        self.kubeconfig.chmod(0o600)
+
+    def _create_nodes(self) -> None:
+        import yaml  # PyYAML ships with the project's dependencies
+
+        for i in range(self.nodes):
+            node = yaml.safe_load(_NODE.format(name=f"kwok-node-{i}"))
+            status, body = self.request("POST", "/api/v1/nodes", node)
+            if status not in (201, 409):
+                raise RuntimeError(f"creating node kwok-node-{i}: HTTP {status}: {body[:300]}")
+
+    def _wait_node_ready(self, timeout: float) -> None:
+        end = time.monotonic() + max(timeout, 1.0)
+        while time.monotonic() < end:
+            self._check_alive(*COMPONENTS)
+            status, body = self.request("GET", "/api/v1/nodes")
+            if status == 200:
+                ready = [
+                    n["metadata"]["name"]
+                    for n in json.loads(body)["items"]
+                    if any(
+                        c["type"] == "Ready" and c["status"] == "True"
+                        for c in n.get("status", {}).get("conditions", [])
+                    )
+                ]
+                if len(ready) >= self.nodes:
+                    return
+            time.sleep(0.2)
+        raise TimeoutError("no kwok node became Ready")
+
+
+def _make_cert(
+    common_name: str,
+    *,
+    ca: bool = False,
+    signer: tuple[object, object] | None = None,
+    dns: list[str] | None = None,
+    ips: list[str] | None = None,
+) -> tuple[object, object]:
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    from cryptography.x509.oid import NameOID
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+    now = dt.datetime.now(dt.UTC)
+    sign_key, sign_cert = signer if signer else (key, None)
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(sign_cert.subject if sign_cert else subject)  # type: ignore[attr-defined]
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(hours=1))
+        .not_valid_after(now + dt.timedelta(days=365))
+        .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+    )
+    if dns or ips:
+        names: list[x509.GeneralName] = [x509.DNSName(d) for d in dns or []]
+        names += [x509.IPAddress(ipaddress.ip_address(i)) for i in ips or []]
+        builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
+    cert = builder.sign(sign_key, hashes.SHA256())  # type: ignore[arg-type]
+    return key, cert
+
+
+def _write_pem(
+    path: Path, *, cert: object = None, key: object = None, public: object = None
+) -> None:
+    from cryptography.hazmat.primitives import serialization as ser
+
+    if cert is not None:
+        data = cert.public_bytes(ser.Encoding.PEM)  # type: ignore[attr-defined]
+    elif key is not None:
+        data = key.private_bytes(  # type: ignore[attr-defined]
+            ser.Encoding.PEM, ser.PrivateFormat.TraditionalOpenSSL, ser.NoEncryption()
+        )
+    else:
+        data = public.public_key().public_bytes(  # type: ignore[union-attr]
+            ser.Encoding.PEM, ser.PublicFormat.SubjectPublicKeyInfo
+        )
+    path.write_bytes(data)
+    path.chmod(0o600)
+
+
+def _alive(pid: int) -> bool:
+    """True while `pid` runs (a zombie child counts as gone)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _tail(path: Path, lines: int = 25) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+def _rmtree(path: Path) -> None:
+    import shutil
+
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("action", choices=["up", "down", "restart"])
+    parser.add_argument("component", nargs="?", choices=COMPONENTS)
+    parser.add_argument("--state-dir", type=Path, default=DEFAULT_STATE_DIR)
+    parser.add_argument(
+        "--port-base",
+        type=int,
+        default=int(os.environ.get("PUNCTUAL_PORT_BASE", DEFAULT_PORT_BASE)),
+        help="API server port; etcd, controller-manager, scheduler and kwok use the next five",
+    )
+    parser.add_argument("--nodes", type=int, default=1, help="fake kwok nodes to create")
+    parser.add_argument(
+        "--pod-run-ms",
+        type=int,
+        default=int(os.environ.get("PUNCTUAL_POD_RUN_MS", DEFAULT_POD_RUN_MILLISECONDS)),
+        help="how long a Job's pod runs on a fake node before it succeeds",
+    )
+    args = parser.parse_args(argv)
+    cluster = LocalCluster(
+        state_dir=args.state_dir,
+        port_base=args.port_base,
+        nodes=args.nodes,
+        pod_run_milliseconds=args.pod_run_ms,
+    )
+    if args.action == "up":
+        started = time.monotonic()
+        try:
+            cluster.up()
+        except Exception as exc:
+            print(f"cluster-up failed: {exc}", file=sys.stderr)
+            cluster.down()
+            return 1
+        print(
+            f"control plane ready in {time.monotonic() - started:.1f}s at {cluster.server}\n"
+            f"  export KUBECONFIG={cluster.kubeconfig}\n"
+            f"  {cluster.bin_dir}/kubectl get nodes"
+        )
+    elif args.action == "down":
+        cluster.down()
+    else:
+        if not args.component:
+            parser.error("restart needs a component")
+        cluster._load_pids()
+        cluster.restart(args.component)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
