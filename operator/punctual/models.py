@@ -1,0 +1,212 @@
+"""The CronSchedule resource as typed data: spec and status, parsed and dumped.
+
+Why it exists: the rest of the core works on typed, validated values, never on raw
+dicts from the API server. Field names follow the API (camelCase aliases) and the
+CRD schema (defaults and bounds here match it, and a test checks the enums).
+Unknown fields are ignored, so an older operator can read a newer object.
+
+What it must never do: talk to the API server, read the clock, or decide anything
+about ticks (that is `planning`). Times are aware UTC datetimes in Python and RFC
+3339 UTC strings ("2026-11-25T02:00:00Z") in the API.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Annotated, Any, Final, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    ValidationError,
+    model_validator,
+)
+from pydantic.alias_generators import to_camel
+
+# How many entries status.recentFirings keeps, newest first.
+MAX_RECENT_FIRINGS: Final = 20
+
+
+class MissedRunPolicy(StrEnum):
+    """What to do with ticks that became due while nobody fired them."""
+
+    SKIP = "Skip"
+    RUN_LATEST = "RunLatest"
+    RUN_ALL = "RunAll"
+
+
+class ConcurrencyPolicy(StrEnum):
+    """What to do when a tick is due while an earlier Job still runs."""
+
+    ALLOW = "Allow"
+    FORBID = "Forbid"
+    REPLACE = "Replace"
+
+
+class FiringOutcome(StrEnum):
+    """What became of one tick, as recorded in status.recentFirings."""
+
+    CREATED = "Created"
+    SKIPPED = "Skipped"
+    MISSED = "Missed"
+    REPLACED = "Replaced"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+
+
+def _as_utc(value: datetime) -> datetime:
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ValueError("must be an RFC 3339 time with a UTC offset, e.g. 2026-11-25T02:00:00Z")
+    return value.astimezone(UTC)
+
+
+def format_time(value: datetime) -> str:
+    """RFC 3339 in UTC with a Z: "2026-11-25T02:00:00Z" (fractions only if present)."""
+    value = value.astimezone(UTC)
+    text = value.strftime("%Y-%m-%dT%H:%M:%S")
+    if value.microsecond:
+        text += f".{value.microsecond:06d}"
+    return text + "Z"
+
+
+def parse_time(value: str) -> datetime:
+    """An RFC 3339 time from the API ("2026-11-25T02:00:00Z") as an aware UTC datetime."""
+    parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    return _as_utc(parsed)
+
+
+UtcTime = Annotated[
+    datetime,
+    AfterValidator(_as_utc),
+    PlainSerializer(format_time, return_type=str, when_used="json"),
+]
+
+
+class _ApiModel(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="ignore",
+        frozen=True,
+    )
+
+
+class CronScheduleSpec(_ApiModel):
+    """spec of a CronSchedule. Exactly one of `schedule` and `run_at` is set."""
+
+    schedule: str | None = Field(default=None, min_length=1, max_length=256)
+    run_at: UtcTime | None = None
+    time_zone: str = Field(default="UTC", min_length=1, max_length=64)
+    starting_deadline_seconds: int | None = Field(default=None, ge=0, le=31_622_400)
+    missed_run_policy: MissedRunPolicy = MissedRunPolicy.RUN_LATEST
+    max_missed_runs: int = Field(default=10, ge=1, le=1000)
+    concurrency_policy: ConcurrencyPolicy = ConcurrencyPolicy.ALLOW
+    suspend: bool = False
+    jitter_seconds: int = Field(default=0, ge=0, le=3600)
+    successful_jobs_history_limit: int = Field(default=3, ge=0, le=100)
+    failed_jobs_history_limit: int = Field(default=1, ge=0, le=100)
+    job_template: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _one_trigger(self) -> CronScheduleSpec:
+        if (self.schedule is None) == (self.run_at is None):
+            raise ValueError("set exactly one of schedule and runAt")
+        return self
+
+
+class ActiveJob(_ApiModel):
+    """A Job of this schedule that has not finished."""
+
+    name: str
+    tick: UtcTime
+    uid: str | None = None
+
+
+class InFlightClaim(_ApiModel):
+    """A tick claimed in status whose Job is not yet confirmed created."""
+
+    tick: UtcTime
+    job: str
+    epoch: int
+
+
+class RecordedFiring(_ApiModel):
+    """One entry of status.recentFirings (missed and skipped ticks have no Job)."""
+
+    tick: UtcTime
+    job: str | None = None
+    outcome: FiringOutcome
+    epoch: int
+    reason: str | None = None
+    manual: bool = False
+
+
+class Condition(_ApiModel):
+    """A standard Kubernetes condition."""
+
+    type: str
+    status: Literal["True", "False", "Unknown"]
+    reason: str
+    message: str = ""
+    last_transition_time: UtcTime
+    observed_generation: int | None = None
+
+
+class CronScheduleStatus(_ApiModel):
+    """status of a CronSchedule; `last_scheduled_time` is the cursor."""
+
+    last_scheduled_time: UtcTime | None = None
+    next_schedule_time: UtcTime | None = None
+    last_successful_time: UtcTime | None = None
+    schedule_fingerprint: str | None = None
+    active: list[ActiveJob] = Field(default_factory=list)
+    in_flight: list[InFlightClaim] = Field(default_factory=list)
+    recent_firings: list[RecordedFiring] = Field(default_factory=list)
+    conditions: list[Condition] = Field(default_factory=list)
+    observed_generation: int | None = None
+    active_count: int | None = None
+    last_trigger: str | None = None  # the last manual trigger request handled
+
+    @property
+    def cursor(self) -> datetime | None:
+        """The newest decided tick (status.lastScheduledTime)."""
+        return self.last_scheduled_time
+
+
+def parse_body(body: Mapping[str, Any]) -> tuple[CronScheduleSpec, CronScheduleStatus]:
+    """Read a raw CronSchedule (as from the API) into typed spec and status.
+
+    Raises pydantic.ValidationError; `describe_error` turns it into one line.
+    """
+    spec = CronScheduleSpec.model_validate(body.get("spec") or {})
+    status = parse_status(body)
+    return spec, status
+
+
+def parse_status(body: Mapping[str, Any]) -> CronScheduleStatus:
+    """Read only the status of a raw CronSchedule (an empty status if none)."""
+    return CronScheduleStatus.model_validate(body.get("status") or {})
+
+
+def dump_status(status: CronScheduleStatus) -> dict[str, Any]:
+    """The status as the API wants it: camelCase keys, RFC 3339 strings, no nulls."""
+    dumped: dict[str, Any] = status.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return dumped
+
+
+def dump_spec(spec: CronScheduleSpec) -> dict[str, Any]:
+    """The spec as the API spells it (for tests and for `punctual` CLI output)."""
+    dumped: dict[str, Any] = spec.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return dumped
+
+
+def describe_error(error: ValidationError, prefix: str = "spec") -> str:
+    """One line naming the first bad field: `spec.maxMissedRuns: Input should be ...`."""
+    first = error.errors()[0]
+    path = ".".join(str(part) for part in (prefix, *first["loc"]) if part != "")
+    return f"{path}: {first['msg']}"
