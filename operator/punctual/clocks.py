@@ -53,3 +53,61 @@ class OffsetClock:
 def monotonic() -> float:
     """Seconds on a monotonic clock, for durations and deadlines that must not jump."""
     return time.monotonic()
+
+
+@dataclass(frozen=True)
+class _Bounds:
+    low: timedelta
+    high: timedelta
+
+
+class ServerClock:
+    """The API server's clock, estimated from the Date headers of its responses.
+
+    "Is it due?" is decided on the API server's clock (DESIGN.md), because Job
+    creationTimestamps and every other replica agree on it, while this node's clock
+    may be off by a minute. A Date header has whole-second resolution, but each
+    response bounds the offset: the server read its clock at some instant between
+    `sent` and `received`, and it said D, so offset = server - local lies in
+    [D - received, D + 1s - sent]. Intersecting the bounds of recent responses
+    narrows the estimate to well under a second within a few requests. If the
+    intersection becomes empty (a clock jumped), the estimate restarts from the
+    newest response.
+    """
+
+    def __init__(self, local: Clock | None = None, *, window: int = 64) -> None:
+        self._local = local or SystemClock()
+        self._window = window
+        self._bounds: list[_Bounds] = []
+        self._low = timedelta(0)
+        self._high = timedelta(0)
+
+    def observe(self, sent: datetime, received: datetime, server_date: datetime) -> None:
+        sample = _Bounds(server_date - received, server_date + timedelta(seconds=1) - sent)
+        low = max([b.low for b in self._bounds] + [sample.low])
+        high = min([b.high for b in self._bounds] + [sample.high])
+        if low > high:  # inconsistent with the past: a clock jumped
+            self._bounds = []
+            low, high = sample.low, sample.high
+        self._bounds = [*self._bounds, sample][-self._window :]
+        self._low, self._high = low, high
+
+    @property
+    def samples(self) -> int:
+        return len(self._bounds)
+
+    @property
+    def offset(self) -> timedelta:
+        """Best estimate of server minus local time (zero before any response)."""
+        return (self._low + self._high) / 2
+
+    @property
+    def uncertainty(self) -> timedelta:
+        """Half the width of the interval the offset is known to lie in."""
+        return (self._high - self._low) / 2
+
+    def local_now(self) -> datetime:
+        return self._local.now()
+
+    def now(self) -> datetime:
+        return self._local.now() + self.offset

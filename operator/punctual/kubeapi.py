@@ -19,11 +19,15 @@ import ssl
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
+from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import Any, Self
 
 import aiohttp
 import yaml
+
+from punctual.clocks import ServerClock
 
 Body = dict[str, Any]
 
@@ -182,13 +186,19 @@ class KubeClient:
     """An async JSON client for one API server. Use as `async with KubeClient(creds) as api`."""
 
     def __init__(
-        self, credentials: Credentials, *, timeout: float = 30.0, user_agent: str = "punctual"
+        self,
+        credentials: Credentials,
+        *,
+        timeout: float = 30.0,
+        user_agent: str = "punctual",
+        server_clock: ServerClock | None = None,
     ):
         self.credentials = credentials
         self._timeout = aiohttp.ClientTimeout(total=timeout)
         self._user_agent = user_agent
         self._session: aiohttp.ClientSession | None = None
-        self.last_server_date: str | None = None
+        # Every response's Date header refines the estimate of the API server's clock.
+        self.server_clock = server_clock or ServerClock()
 
     async def __aenter__(self) -> Self:
         self._session = aiohttp.ClientSession(
@@ -223,11 +233,12 @@ class KubeClient:
         if token:
             headers["Authorization"] = f"Bearer {token}"
         data = json.dumps(body) if body is not None else None
+        sent = self.server_clock.local_now()
         try:
             async with self._session.request(
                 method, self.credentials.server + path, data=data, params=params, headers=headers
             ) as resp:
-                self.last_server_date = resp.headers.get("Date")
+                self._observe_date(sent, resp.headers.get("Date"))
                 text = await resp.text()
                 decoded: Body = (
                     json.loads(text) if text.strip().startswith("{") else {"message": text}
@@ -253,7 +264,10 @@ class KubeClient:
     async def delete(self, path: str, body: Body | None = None) -> Body:
         return await self.request("DELETE", path, body=body)
 
-    async def server_time(self) -> str | None:
-        """The API server's clock, from the Date header of a cheap request (whole seconds)."""
-        await self.request("GET", "/version")
-        return self.last_server_date
+    def _observe_date(self, sent: datetime, header: str | None) -> None:
+        if header:
+            try:
+                server_date = parsedate_to_datetime(header)
+            except (TypeError, ValueError):
+                return
+            self.server_clock.observe(sent, self.server_clock.local_now(), server_date)

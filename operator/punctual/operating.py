@@ -1,0 +1,208 @@
+"""The operating subcommands of `punctual`: `run` (the operator) and `trigger`.
+
+Why it exists: the operator and the commands a user runs against a live cluster share
+one CLI with the schedule-math commands, but not their dependencies; this module adds
+its parsers to `punctual.cli` and imports the heavy parts (kopf, aiohttp) only when
+one of its commands runs. Every `run` flag has an environment variable, so the Helm
+chart configures the operator without a templated command line.
+
+What it must never do: print a traceback for a user's mistake; errors are one line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import secrets
+from typing import Any, Protocol, TextIO
+
+
+class _Context(Protocol):
+    stdout: TextIO
+    stderr: TextIO
+
+
+def _env(name: str) -> str | None:
+    return os.environ.get(name) or None
+
+
+def _env_or(name: str, default: str) -> str:
+    return os.environ.get(name) or default
+
+
+def add_run_command(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "run",
+        help="run the operator",
+        description="Run the Punctual operator: watch CronSchedules and their Jobs, take the "
+        "leader Lease when it is free, and create exactly one Job per tick while leading. "
+        "Every flag can also be set by the environment variable named in its help.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    add = parser.add_argument
+    add(
+        "--kubeconfig",
+        default=_env("KUBECONFIG"),
+        help="kubeconfig file; in a pod, the service account is used when unset [KUBECONFIG]",
+    )
+    add(
+        "--namespace",
+        "-n",
+        dest="namespaces",
+        action="append",
+        default=[n for n in (_env("PUNCTUAL_NAMESPACES") or "").split(",") if n],
+        help="watch only this namespace (repeat for more); all namespaces when unset "
+        "[PUNCTUAL_NAMESPACES, comma-separated]",
+    )
+    add(
+        "--lease-name",
+        default=_env_or("PUNCTUAL_LEASE_NAME", "punctual-leader"),
+        help="name of the leader-election Lease [PUNCTUAL_LEASE_NAME]",
+    )
+    add(
+        "--lease-namespace",
+        default=_env("PUNCTUAL_LEASE_NAMESPACE") or _env("POD_NAMESPACE"),
+        help="namespace of the Lease; defaults to the kubeconfig's or the pod's namespace "
+        "[PUNCTUAL_LEASE_NAMESPACE, POD_NAMESPACE]",
+    )
+    add(
+        "--lease-duration",
+        type=float,
+        default=float(_env_or("PUNCTUAL_LEASE_DURATION", "15")),
+        help="seconds a standby waits on an unrenewed Lease before taking it "
+        "[PUNCTUAL_LEASE_DURATION]",
+    )
+    add(
+        "--renew-deadline",
+        type=float,
+        default=float(_env_or("PUNCTUAL_RENEW_DEADLINE", "10")),
+        help="seconds after its last renewal a leader stops writing; less than the lease "
+        "duration [PUNCTUAL_RENEW_DEADLINE]",
+    )
+    add(
+        "--retry-period",
+        type=float,
+        default=float(_env_or("PUNCTUAL_RETRY_PERIOD", "2")),
+        help="seconds between attempts to acquire or renew the Lease [PUNCTUAL_RETRY_PERIOD]",
+    )
+    add(
+        "--identity",
+        default=_env("PUNCTUAL_IDENTITY") or _env("POD_NAME"),
+        help="this replica's name in the Lease; hostname plus a random suffix when unset "
+        "[PUNCTUAL_IDENTITY, POD_NAME]",
+    )
+    add(
+        "--workers",
+        type=int,
+        default=int(_env_or("PUNCTUAL_WORKERS", "16")),
+        help="schedules processed at once [PUNCTUAL_WORKERS]",
+    )
+    add(
+        "--qps",
+        type=float,
+        default=float(_env_or("PUNCTUAL_QPS", "50")),
+        help="sustained API writes per second [PUNCTUAL_QPS]",
+    )
+    add(
+        "--burst",
+        type=int,
+        default=int(_env_or("PUNCTUAL_BURST", "100")),
+        help="API writes allowed in a burst above --qps [PUNCTUAL_BURST]",
+    )
+    add(
+        "--log-level",
+        default=_env_or("PUNCTUAL_LOG_LEVEL", "INFO"),
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        help="log level [PUNCTUAL_LOG_LEVEL]",
+    )
+    parser.set_defaults(handler=_run)
+
+
+def _run(arguments: argparse.Namespace, context: _Context) -> int:
+    from punctual.leading import LeaseConfig
+    from punctual.running import Options, run
+
+    options = Options(
+        kubeconfig=arguments.kubeconfig,
+        namespaces=list(dict.fromkeys(arguments.namespaces)),
+        lease_name=arguments.lease_name,
+        lease_namespace=arguments.lease_namespace,
+        lease_duration=arguments.lease_duration,
+        renew_deadline=arguments.renew_deadline,
+        retry_period=arguments.retry_period,
+        identity=arguments.identity,
+        workers=arguments.workers,
+        qps=arguments.qps,
+        burst=arguments.burst,
+        log_level=arguments.log_level,
+    )
+    try:
+        LeaseConfig(
+            namespace="-",
+            lease_duration=options.lease_duration,
+            renew_deadline=options.renew_deadline,
+            retry_period=options.retry_period,
+        )
+    except ValueError as error:
+        print(f"punctual: {error}", file=context.stderr)
+        return 2
+    try:
+        asyncio.run(run(options))
+    except (FileNotFoundError, KeyError, ValueError) as error:
+        print(f"punctual: cannot load credentials: {error}", file=context.stderr)
+        return 1
+    return 0
+
+
+def add_trigger_command(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "trigger",
+        help="fire a schedule now",
+        description="Fire CronSchedule NAME now, once, subject to its concurrencyPolicy, by "
+        "setting its punctual.dev/trigger annotation to a new request id. The firing is "
+        "recorded in status.recentFirings like any other.",
+    )
+    parser.add_argument("name", metavar="NAME")
+    parser.add_argument(
+        "--namespace", "-n", default=None, help="the kubeconfig's namespace if unset"
+    )
+    parser.add_argument("--kubeconfig", default=_env("KUBECONFIG"))
+    parser.set_defaults(handler=_trigger)
+
+
+def _trigger(arguments: argparse.Namespace, context: _Context) -> int:
+    from punctual.clocks import SystemClock
+    from punctual.deciding import TRIGGER_ANNOTATION
+    from punctual.firing import schedule_path
+    from punctual.kubeapi import ApiError, KubeClient, NotFound, load_credentials
+    from punctual.models import format_time
+
+    try:
+        credentials = load_credentials(arguments.kubeconfig)
+    except (OSError, KeyError, ValueError) as error:
+        print(f"punctual: cannot load credentials: {error}", file=context.stderr)
+        return 1
+    namespace = arguments.namespace or credentials.namespace
+    request = f"{format_time(SystemClock().now().replace(microsecond=0))}-{secrets.token_hex(3)}"
+
+    async def patch() -> None:
+        async with KubeClient(credentials) as api:
+            await api.patch(
+                schedule_path(namespace, arguments.name),
+                {"metadata": {"annotations": {TRIGGER_ANNOTATION: request}}},
+            )
+
+    try:
+        asyncio.run(patch())
+    except NotFound:
+        print(f"punctual: cronschedule {namespace}/{arguments.name} not found", file=context.stderr)
+        return 1
+    except ApiError as error:
+        print(f"punctual: {error}", file=context.stderr)
+        return 1
+    print(
+        f"cronschedule {namespace}/{arguments.name} triggered (request {request})",
+        file=context.stdout,
+    )
+    return 0
