@@ -182,3 +182,7 @@ def _instant(arguments: argparse.Namespace) -> datetime:
     if value.tzinfo is None:
         value = value.replace(tzinfo=load_zone(arguments.timezone))
     return value.astimezone(UTC)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

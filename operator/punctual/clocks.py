@@ -106,8 +106,24 @@ class ServerClock:
         """Half the width of the interval the offset is known to lie in."""
         return (self._high - self._low) / 2
 
+    def seconds_to_next_boundary(self) -> float:
+        """Local seconds until the estimated server clock next reads a whole second.
+
+        A request sent then straddles the server's second boundary, so its Date header
+        tells on which side the true offset lies: probing there halves the interval.
+        Requests at a fixed phase (a timer's) would never narrow it.
+        """
+        server = self._local.now() + self.offset
+        return 1.0 - (server.timestamp() % 1.0)
+
     def local_now(self) -> datetime:
         return self._local.now()
 
     def now(self) -> datetime:
-        return self._local.now() + self.offset
+        """The earliest the API server's clock can read now: a tick is never fired early.
+
+        The true offset lies in [low, high]; reading the clock at the low end makes
+        Punctual late by at most the interval's width (tens of milliseconds once a few
+        responses have straddled a second boundary), and never early.
+        """
+        return self._local.now() + self._low

@@ -126,3 +126,16 @@ async def namespace(api: KubeClient) -> AsyncIterator[str]:
     )
     yield name
     await api.delete(f"/api/v1/namespaces/{name}")
+
+
+CRD_FILE = REPO / "crds" / "cronschedules.punctual.dev.yaml"
+
+
+@pytest.fixture(scope="session")
+def crd(cluster: Cluster) -> Cluster:
+    """The CronSchedule CRD, applied from crds/ and Established."""
+    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD_FILE))
+    cluster.kubectl(
+        "wait", "--for=condition=Established", "--timeout=60s", "crd/cronschedules.punctual.dev"
+    )
+    return cluster

@@ -18,7 +18,6 @@ from .conftest import REPO, Cluster
 
 pytestmark = pytest.mark.e2e
 
-CRD_FILE = REPO / "crds" / "cronschedules.punctual.dev.yaml"
 SAMPLES = sorted((REPO / "crds" / "samples").glob("*.yaml"))
 
 VALID: dict[str, Any] = {
@@ -50,18 +49,6 @@ def variant(
     for key in drop:
         del obj["spec"][key]
     return obj
-
-
-@pytest.fixture(scope="module")
-def crd(cluster: Cluster) -> Cluster:
-    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD_FILE))
-    cluster.kubectl(
-        "wait",
-        "--for=condition=Established",
-        "--timeout=60s",
-        "crd/cronschedules.punctual.dev",
-    )
-    return cluster
 
 
 def test_crd_applies_and_is_established(crd: Cluster) -> None:

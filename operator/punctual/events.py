@@ -1,0 +1,89 @@
+"""Kubernetes Events about schedules: every decision leaves a trace `kubectl describe` shows.
+
+Why it exists: a skipped, missed, replaced or failed tick must never pass in silence,
+but posting an Event must never delay a firing or take the operator down. Events go
+into a bounded queue that one background task drains; when the queue is full (an
+API server in trouble), the oldest notes are dropped and counted.
+
+What it must never do: raise into the caller, or block it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from punctual.clocks import Clock
+from punctual.deciding import EventNote
+from punctual.kubeapi import ApiError, KubeClient
+from punctual.models import format_time
+
+logger = logging.getLogger(__name__)
+
+COMPONENT = "punctual"
+
+
+class EventRecorder:
+    def __init__(self, api: KubeClient, *, clock: Clock, capacity: int = 10_000) -> None:
+        self.api = api
+        self.clock = clock
+        self._queue: asyncio.Queue[tuple[dict[str, Any], EventNote]] = asyncio.Queue(capacity)
+        self.dropped = 0
+        self.posted = 0
+
+    def post(self, obj: Mapping[str, Any], note: EventNote) -> None:
+        meta = obj["metadata"]
+        ref = {
+            "apiVersion": obj.get("apiVersion", "punctual.dev/v1"),
+            "kind": obj.get("kind", "CronSchedule"),
+            "name": meta["name"],
+            "namespace": meta["namespace"],
+            "uid": meta["uid"],
+        }
+        if self._queue.full():
+            self._queue.get_nowait()
+            self.dropped += 1
+        self._queue.put_nowait((ref, note))
+        log = logger.warning if note.type == "Warning" else logger.info
+        log("%s/%s %s: %s", meta["namespace"], meta["name"], note.reason, note.message)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            getter = asyncio.ensure_future(self._queue.get())
+            stopper = asyncio.ensure_future(stop.wait())
+            done, _ = await asyncio.wait({getter, stopper}, return_when=asyncio.FIRST_COMPLETED)
+            stopper.cancel()
+            if getter not in done:
+                getter.cancel()
+                return
+            ref, note = getter.result()
+            await self._send(ref, note)
+
+    async def _send(self, ref: dict[str, Any], note: EventNote) -> None:
+        now = format_time(self.clock.now().replace(microsecond=0))
+        body = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {
+                "name": f"{ref['name']}.{uuid.uuid4().hex[:12]}",
+                "namespace": ref["namespace"],
+            },
+            "involvedObject": ref,
+            "type": note.type,
+            "reason": note.reason,
+            "message": note.message[:1024],
+            "source": {"component": COMPONENT},
+            "reportingComponent": COMPONENT,
+            "reportingInstance": COMPONENT,
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        }
+        try:
+            await self.api.create(f"/api/v1/namespaces/{ref['namespace']}/events", body)
+            self.posted += 1
+        except ApiError as error:
+            logger.debug("posting Event %s failed: %s", note.reason, error)

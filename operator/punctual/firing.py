@@ -1,0 +1,215 @@
+"""Applying a Decision to the API server, in the order that keeps both invariants.
+
+Why it exists: `deciding` says what should happen; this module makes it happen and
+is the only place that writes schedules' status and Jobs. The order (see
+`deciding`): the fenced status claim, then Replace's deletes, then the creates, then
+history clean-up. Every write first checks that this replica still leads.
+
+* A 409 Conflict on the claim means another writer (a newer leader, or a user's edit)
+  got there first: nothing else of the Decision is done; the caller re-reads and
+  decides again. Never a blind retry.
+* A 409 AlreadyExists on a create is success if the Job is ours (same schedule uid),
+  which is exactly what finishing an in-flight claim after a crash looks like.
+* A create the API server rejects for good (422 Invalid, 403 Forbidden, a foreign
+  Job with our name) is recorded in status and an Event; the claim is settled as
+  Failed so that it is not retried forever. A create that fails for a transient
+  reason (5xx, timeout, API server down) stays in flight and is finished later.
+
+What it must never do: decide policy, or write when `is_leader()` is False.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from punctual.deciding import Decision, EventNote, JobToDelete
+from punctual.events import EventRecorder
+from punctual.jobs import JobSnapshot, owned_by
+from punctual.kubeapi import (
+    AlreadyExists,
+    ApiError,
+    Conflict,
+    KubeClient,
+    NotFound,
+    Unavailable,
+)
+from punctual.models import FiringOutcome, format_time
+from punctual.ratelimiting import RateLimiter
+
+logger = logging.getLogger(__name__)
+
+Body = dict[str, Any]
+
+
+class NotLeader(Exception):
+    """This replica may not write now."""
+
+
+@dataclass
+class Applied:
+    """What applying one Decision did (for the caller's caches, metrics and tests)."""
+
+    stale: bool = False  # the claim got 409 Conflict: decide again from fresh state
+    schedule: Body | None = None  # the schedule as written by the claim
+    created: list[JobSnapshot] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)  # job name -> why, for good
+    pending: list[str] = field(default_factory=list)  # transient failure: still in flight
+    deleted: list[str] = field(default_factory=list)
+
+
+def schedule_path(namespace: str, name: str) -> str:
+    return f"/apis/punctual.dev/v1/namespaces/{namespace}/cronschedules/{name}"
+
+
+def jobs_path(namespace: str) -> str:
+    return f"/apis/batch/v1/namespaces/{namespace}/jobs"
+
+
+class Firer:
+    def __init__(
+        self,
+        api: KubeClient,
+        *,
+        may_write: Callable[[], bool],
+        events: EventRecorder,
+        limiter: RateLimiter,
+    ) -> None:
+        self.api = api
+        self.may_write = may_write
+        self.events = events
+        self.limiter = limiter
+
+    async def _guard(self) -> None:
+        await self.limiter.acquire()
+        if not self.may_write():
+            raise NotLeader()
+
+    async def apply(self, schedule: Mapping[str, Any], decision: Decision) -> Applied:
+        meta = schedule["metadata"]
+        namespace, name, uid = meta["namespace"], meta["name"], meta["uid"]
+        applied = Applied(schedule=dict(schedule))
+
+        # 1. The claim: status written with the resourceVersion we decided on.
+        if decision.status is not None:
+            await self._guard()
+            try:
+                applied.schedule = await self._write_status(schedule, decision.status)
+            except Conflict:
+                applied.stale = True
+                return applied
+            except NotFound:
+                applied.stale = True  # deleted meanwhile
+                return applied
+
+        # 2. Replace: the running Jobs go before the new one comes.
+        for job in decision.replace:
+            await self._delete(namespace, job, applied)
+
+        # 3. The creates.
+        for create in decision.creates:
+            await self._guard()
+            try:
+                created = await self.api.create(jobs_path(namespace), create.body)
+                applied.created.append(JobSnapshot.from_body(created))
+            except AlreadyExists:
+                try:
+                    existing = await self.api.get(f"{jobs_path(namespace)}/{create.name}")
+                except ApiError as error:
+                    applied.pending.append(create.name)
+                    logger.warning(
+                        "%s/%s: reading existing Job %s: %s", namespace, name, create.name, error
+                    )
+                    continue
+                if owned_by(existing, uid):
+                    applied.created.append(JobSnapshot.from_body(existing))
+                else:
+                    applied.failed[create.name] = (
+                        f"a Job named {create.name} exists and is not this schedule's"
+                    )
+            except Unavailable as error:
+                applied.pending.append(create.name)
+                logger.warning(
+                    "%s/%s: creating Job %s: %s (will retry)", namespace, name, create.name, error
+                )
+            except ApiError as error:
+                applied.failed[create.name] = (
+                    f"the API server rejected Job {create.name}: {error.message}"
+                )
+
+        if applied.failed and applied.schedule is not None:
+            await self._settle_failures(applied)
+
+        # 4. History clean-up.
+        for job in decision.prune:
+            await self._delete(namespace, job, applied)
+
+        # 5. Events, best effort and off the firing path.
+        for note in decision.events:
+            self.events.post(schedule, note)
+        for made in applied.created:
+            tick = format_time(made.tick) if made.tick else "a manual trigger"
+            self.events.post(
+                schedule, EventNote("Normal", "Created", f"Created Job {made.name} for {tick}")
+            )
+        for why in applied.failed.values():
+            self.events.post(schedule, EventNote("Warning", "FailedCreate", why))
+        return applied
+
+    async def _write_status(self, schedule: Mapping[str, Any], status: Body) -> Body:
+        meta = schedule["metadata"]
+        body = {
+            "apiVersion": "punctual.dev/v1",
+            "kind": "CronSchedule",
+            "metadata": {
+                "name": meta["name"],
+                "namespace": meta["namespace"],
+                "resourceVersion": meta["resourceVersion"],
+            },
+            "status": status,
+        }
+        return await self.api.replace(
+            f"{schedule_path(meta['namespace'], meta['name'])}/status", body
+        )
+
+    async def _settle_failures(self, applied: Applied) -> None:
+        """Settle claims whose Job can never be created: Failed, out of flight and active."""
+        assert applied.schedule is not None
+        status = dict(applied.schedule.get("status") or {})
+        failed = applied.failed
+        status["inFlight"] = [c for c in status.get("inFlight") or [] if c["job"] not in failed]
+        status["active"] = [a for a in status.get("active") or [] if a["name"] not in failed]
+        status["activeCount"] = len(status["active"])
+        status["recentFirings"] = [
+            {**f, "outcome": FiringOutcome.FAILED.value, "reason": failed[f["job"]]}
+            if f.get("job") in failed and f.get("outcome") == FiringOutcome.CREATED.value
+            else f
+            for f in status.get("recentFirings") or []
+        ]
+        try:
+            await self._guard()
+            applied.schedule = await self._write_status(applied.schedule, status)
+        except (Conflict, NotFound):
+            applied.stale = True
+        except ApiError as error:
+            logger.warning("recording failed creates: %s", error)
+
+    async def _delete(self, namespace: str, job: JobToDelete, applied: Applied) -> None:
+        await self._guard()
+        try:
+            await self.api.delete(
+                f"{jobs_path(namespace)}/{job.name}",
+                {
+                    "apiVersion": "v1",
+                    "kind": "DeleteOptions",
+                    "propagationPolicy": "Background",
+                    "preconditions": {"uid": job.uid} if job.uid else None,
+                },
+            )
+            applied.deleted.append(job.name)
+        except (NotFound, Conflict):
+            pass  # already gone, or a different Job now has the name
+        except ApiError as error:
+            logger.warning("deleting Job %s/%s (%s): %s", namespace, job.name, job.reason, error)

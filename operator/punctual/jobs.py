@@ -1,0 +1,156 @@
+"""Jobs as Punctual sees them: the body it creates for a tick, and what it reads back.
+
+Why it exists: the Job is the firing log. Its name comes from (schedule, tick), its
+labels tie it to the schedule's uid (so a deleted and re-created schedule of the same
+name never adopts old Jobs), and its annotations carry the tick and the epoch of the
+leader that created it. Reading a Job back (`JobSnapshot`) reduces the API's shape to
+the few facts the decisions need: which tick, still running or finished, and when.
+
+What it must never do: talk to the API server or read the clock.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Final
+
+from punctual.models import format_time, parse_time
+
+GROUP: Final = "punctual.dev"
+LABEL_SCHEDULE: Final = f"{GROUP}/schedule"
+LABEL_SCHEDULE_UID: Final = f"{GROUP}/schedule-uid"
+ANNOTATION_TICK: Final = f"{GROUP}/tick"
+ANNOTATION_EPOCH: Final = f"{GROUP}/epoch"
+ANNOTATION_LEADER: Final = f"{GROUP}/leader"
+ANNOTATION_TRIGGER: Final = f"{GROUP}/trigger"  # on a Job: the manual request it answers
+
+
+class JobState(StrEnum):
+    ACTIVE = "Active"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+
+
+@dataclass(frozen=True, slots=True)
+class JobSnapshot:
+    """The facts about one of a schedule's Jobs that decisions need."""
+
+    name: str
+    uid: str
+    schedule_uid: str
+    tick: datetime | None
+    state: JobState
+    created: datetime | None = None
+    finished_at: datetime | None = None
+    trigger: str | None = None
+    deleting: bool = False
+
+    @property
+    def active(self) -> bool:
+        return self.state is JobState.ACTIVE and not self.deleting
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> JobSnapshot:
+        meta = body.get("metadata") or {}
+        labels = meta.get("labels") or {}
+        annotations = meta.get("annotations") or {}
+        status = body.get("status") or {}
+        state, finished_at = _job_state(status)
+        return cls(
+            name=str(meta.get("name", "")),
+            uid=str(meta.get("uid", "")),
+            schedule_uid=str(labels.get(LABEL_SCHEDULE_UID, "")),
+            tick=_maybe_time(annotations.get(ANNOTATION_TICK)),
+            state=state,
+            created=_maybe_time(meta.get("creationTimestamp")),
+            finished_at=finished_at,
+            trigger=annotations.get(ANNOTATION_TRIGGER),
+            deleting=bool(meta.get("deletionTimestamp")),
+        )
+
+
+def _maybe_time(value: object) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return parse_time(value)
+    except ValueError:
+        return None
+
+
+def _job_state(status: Mapping[str, Any]) -> tuple[JobState, datetime | None]:
+    """Finished when the Job controller says so (Complete/Failed conditions)."""
+    for cond in status.get("conditions") or []:
+        if cond.get("status") != "True":
+            continue
+        when = _maybe_time(cond.get("lastTransitionTime"))
+        if cond.get("type") == "Complete":
+            return JobState.SUCCEEDED, _maybe_time(status.get("completionTime")) or when
+        if cond.get("type") == "Failed":
+            return JobState.FAILED, when
+    return JobState.ACTIVE, None
+
+
+def manual_job_name(schedule_name: str, request: str) -> str:
+    """A manual trigger's Job: `<schedule>-m<8 hex of the request id>` (at most 62 chars)."""
+    digest = hashlib.sha256(request.encode()).hexdigest()[:8]
+    return f"{schedule_name}-m{digest}"
+
+
+def build_job(
+    *,
+    schedule: Mapping[str, Any],
+    job_name: str,
+    tick: datetime,
+    epoch: int,
+    leader: str,
+    trigger: str | None = None,
+) -> dict[str, Any]:
+    """The Job for one firing: the template, plus Punctual's labels, annotations and owner."""
+    meta = schedule["metadata"]
+    template = copy.deepcopy((schedule.get("spec") or {}).get("jobTemplate") or {})
+    template_meta = template.get("metadata") or {}
+    labels = dict(template_meta.get("labels") or {})
+    labels.update({LABEL_SCHEDULE: meta["name"], LABEL_SCHEDULE_UID: meta["uid"]})
+    annotations = dict(template_meta.get("annotations") or {})
+    annotations.update(
+        {
+            ANNOTATION_TICK: format_time(tick),
+            ANNOTATION_EPOCH: str(epoch),
+            ANNOTATION_LEADER: leader,
+        }
+    )
+    if trigger is not None:
+        annotations[ANNOTATION_TRIGGER] = trigger
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": job_name,
+            "namespace": meta["namespace"],
+            "labels": labels,
+            "annotations": annotations,
+            "ownerReferences": [
+                {
+                    "apiVersion": f"{GROUP}/v1",
+                    "kind": "CronSchedule",
+                    "name": meta["name"],
+                    "uid": meta["uid"],
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "spec": template.get("spec") or {},
+    }
+
+
+def owned_by(body: Mapping[str, Any], schedule_uid: str) -> bool:
+    """Whether a Job (e.g. one found by a 409 AlreadyExists) is this schedule's."""
+    refs = (body.get("metadata") or {}).get("ownerReferences") or []
+    return any(ref.get("uid") == schedule_uid and ref.get("controller") for ref in refs)

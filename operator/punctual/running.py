@@ -1,0 +1,326 @@
+"""`punctual run`: the operator process, wiring watching, leading, scheduling and firing.
+
+Why it exists: to compose the parts and own their lifecycle: kopf's watchers and
+indices, the Lease elector, the scheduler loop, the Event recorder, and signals
+(SIGTERM releases the Lease and exits). It also keeps two small caches that make the
+leader's view fresher than the watch: the schedule as its own last claim wrote it
+(so the next tick does not claim on a stale resourceVersion and lose a round to a
+409), and the Jobs it created or deleted that the watch has not delivered yet.
+
+What it must never do: decide (that is `deciding`) or write outside `firing`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import os
+import signal
+import socket
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+import kopf
+from kopf._core.engines.indexing import OperatorIndexers
+
+from punctual.clocks import ServerClock
+from punctual.deciding import Leadership, decide
+from punctual.events import EventRecorder
+from punctual.firing import Firer, NotLeader, schedule_path
+from punctual.jobs import JobSnapshot
+from punctual.kubeapi import ApiError, KubeClient, NotFound, Unavailable, load_credentials
+from punctual.leading import LeaderElector, LeaseConfig
+from punctual.ratelimiting import RateLimiter
+from punctual.scheduling import Key, SchedulerLoop
+from punctual.watching import JOBS_INDEX, SCHEDULES_INDEX, make_registry, quiet_kopf
+
+logger = logging.getLogger("punctual")
+
+RESYNC_EVERY = timedelta(minutes=5)
+UNAVAILABLE_RETRY = timedelta(seconds=2)
+CLOCK_PRECISION = timedelta(milliseconds=10)
+CLOCK_RECHECK = 30.0
+
+
+@dataclass
+class Options:
+    """Everything `punctual run` can be told (flags and environment, see cli)."""
+
+    kubeconfig: str | None = None
+    namespaces: list[str] = field(default_factory=list)  # empty: all namespaces
+    lease_name: str = "punctual-leader"
+    lease_namespace: str | None = None
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+    identity: str | None = None
+    workers: int = 16
+    qps: float = 50.0
+    burst: int = 100
+    log_level: str = "INFO"
+
+
+def default_identity() -> str:
+    """This replica's Lease holder name: the host (pod) name and a per-process suffix, so a
+    restarted process is a new holder and its takeover is a new epoch."""
+    return f"{socket.gethostname()}-{uuid.uuid4().hex[:6]}"
+
+
+def _resource_version(body: Mapping[str, Any] | None) -> int:
+    """resourceVersions are opaque, but from etcd they are increasing integers."""
+    try:
+        return int((body or {}).get("metadata", {}).get("resourceVersion", "-1"))
+    except (TypeError, ValueError):
+        return -1
+
+
+class Operator:
+    def __init__(self, api: KubeClient, options: Options, *, clock: ServerClock) -> None:
+        self.api = api
+        self.options = options
+        self.clock = clock
+        identity = options.identity or default_identity()
+        lease_namespace = options.lease_namespace or api.credentials.namespace
+        self.elector = LeaderElector(
+            api,
+            LeaseConfig(
+                namespace=lease_namespace,
+                name=options.lease_name,
+                identity=identity,
+                lease_duration=options.lease_duration,
+                renew_deadline=options.renew_deadline,
+                retry_period=options.retry_period,
+            ),
+            wall=clock,
+        )
+        self.events = EventRecorder(api, clock=clock)
+        self.firer = Firer(
+            api,
+            may_write=self.elector.is_leader,
+            events=self.events,
+            limiter=RateLimiter(options.qps, options.burst),
+        )
+        self.loop = SchedulerLoop(self.process, clock=clock, workers=options.workers)
+        # kopf.operator() accepts the indexers but does not export their type; holding them
+        # is how the scheduler reads the indices outside kopf's handlers.
+        self.indexers = OperatorIndexers()
+        self.synced = asyncio.Event()  # the first schedule event: indices are complete
+        self.written: dict[Key, dict[str, Any]] = {}
+        self.created: dict[str, dict[str, JobSnapshot]] = {}  # schedule uid -> name -> Job
+        self.deleted: dict[str, set[str]] = {}  # schedule uid -> names being deleted
+        self.registry = make_registry(
+            credentials=api.credentials, on_schedule=self._on_schedule, on_job=self._on_job
+        )
+
+    # -- what kopf tells us ------------------------------------------------------------
+
+    def _on_schedule(self, key: Key) -> None:
+        self.synced.set()
+        self.loop.notify(key)
+
+    def _on_job(self, key: Key) -> None:
+        self.loop.notify(key)
+
+    def _index(self, name: str) -> Any:
+        return self.indexers.indices.get(name, {})
+
+    # -- one schedule ------------------------------------------------------------------
+
+    def schedule(self, key: Key) -> dict[str, Any] | None:
+        """The freshest body we know: the watch's, or our own last write if newer."""
+        index = self._index(SCHEDULES_INDEX)
+        watched = next(iter(index[key]), None) if key in index else None
+        ours = self.written.get(key)
+        if watched is None:
+            self.written.pop(key, None)
+            return None
+        same = ours is not None and ours["metadata"].get("uid") == watched["metadata"].get("uid")
+        if same and _resource_version(ours) > _resource_version(watched):
+            return ours
+        self.written.pop(key, None)
+        return dict(watched)
+
+    def jobs(self, uid: str) -> list[JobSnapshot]:
+        """The schedule's Jobs: the watch's, plus ours it has not delivered yet."""
+        index = self._index(JOBS_INDEX)
+        seen = {j.name: j for j in index.get(uid, [])}
+        mine = self.created.get(uid, {})
+        for name in [n for n in mine if n in seen]:
+            del mine[name]  # the watch caught up
+        gone = self.deleted.get(uid, set())
+        gone &= set(seen)  # forget deletes the watch has delivered
+        jobs = {**mine, **seen}
+        return [
+            dataclasses.replace(j, deleting=True) if j.name in gone else j for j in jobs.values()
+        ]
+
+    async def process(self, key: Key) -> datetime | None:
+        if not self.elector.is_leader():
+            return None
+        for _ in range(3):  # a 409 means: re-read and decide again, at most twice more
+            body = self.schedule(key)
+            if body is None:
+                self.loop.forget(key)
+                return None
+            uid = body["metadata"]["uid"]
+            epoch = self.elector.epoch
+            if epoch is None:
+                return None
+            decision = decide(
+                body,
+                self.jobs(uid),
+                now=self.clock.now(),
+                leadership=Leadership(epoch=epoch, identity=self.elector.config.identity),
+            )
+            if not decision.writes and not decision.events:
+                return decision.next_wake
+            try:
+                applied = await self.firer.apply(body, decision)
+            except NotLeader:
+                return None
+            except Unavailable as error:
+                logger.warning("%s/%s: API server unavailable: %s", *key, error)
+                return self.clock.now() + UNAVAILABLE_RETRY
+            for job in applied.created:
+                self.created.setdefault(uid, {})[job.name] = job
+            if applied.deleted:
+                self.deleted.setdefault(uid, set()).update(applied.deleted)
+            if not applied.stale:
+                if applied.schedule is not None and decision.status is not None:
+                    self.written[key] = applied.schedule
+                return decision.next_wake
+            try:  # stale: read the schedule as it is now
+                self.written[key] = await self.api.get(schedule_path(*key))
+            except NotFound:
+                self.written.pop(key, None)
+                return None
+            except ApiError as error:
+                logger.warning("%s/%s: re-reading after a conflict: %s", *key, error)
+                return self.clock.now() + UNAVAILABLE_RETRY
+        return self.clock.now() + UNAVAILABLE_RETRY
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    def notify_all(self) -> None:
+        if self.synced.is_set():
+            for key in list(self._index(SCHEDULES_INDEX)):
+                self.loop.notify(key)
+
+    async def _follow_leadership(self, stop: asyncio.Event) -> None:
+        """Enable the loop while leading; on becoming leader, look at every schedule."""
+        while not stop.is_set():
+            self.elector.changed.clear()
+            leading = self.elector.is_leader()
+            self.loop.enabled = leading
+            if leading:
+                self.written.clear()
+                self.created.clear()
+                self.deleted.clear()
+                self.notify_all()
+            changed = asyncio.ensure_future(self.elector.changed.wait())
+            stopper = asyncio.ensure_future(stop.wait())
+            await asyncio.wait(
+                {changed, stopper},
+                timeout=RESYNC_EVERY.total_seconds(),
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+            changed.cancel()
+            stopper.cancel()
+
+    async def _calibrate_clock(self, stop: asyncio.Event) -> None:
+        """Probe the API server's clock where a probe narrows the estimate most.
+
+        Until the offset is known to CLOCK_PRECISION, probe at estimated second boundaries
+        a few times a second; then once every CLOCK_RECHECK to follow drift.
+        """
+        while not stop.is_set():
+            precise = self.clock.samples >= 3 and self.clock.uncertainty <= CLOCK_PRECISION
+            wait = self.clock.seconds_to_next_boundary() + (CLOCK_RECHECK if precise else 0.0)
+            try:
+                await asyncio.wait_for(stop.wait(), timeout=wait)
+                return
+            except TimeoutError:
+                pass
+            try:
+                await self.api.get("/version")
+            except ApiError as error:
+                logger.debug("clock probe failed: %s", error)
+                await asyncio.sleep(1)
+
+    async def _notify_when_synced(self) -> None:
+        await self.synced.wait()
+        self.notify_all()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        kopf_stop: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        clusterwide = not self.options.namespaces
+        operator = asyncio.create_task(
+            kopf.operator(
+                registry=self.registry,
+                indexers=self.indexers,
+                standalone=True,
+                clusterwide=clusterwide,
+                namespaces=self.options.namespaces,
+                stop_flag=kopf_stop,
+            ),
+            name="kopf",
+        )
+        tasks = [
+            asyncio.create_task(self.elector.run(stop), name="leader election"),
+            asyncio.create_task(self.loop.run(stop), name="scheduler"),
+            asyncio.create_task(self.events.run(stop), name="events"),
+            asyncio.create_task(self._follow_leadership(stop), name="leadership"),
+            asyncio.create_task(self._notify_when_synced(), name="synced"),
+            asyncio.create_task(self._calibrate_clock(stop), name="clock"),
+        ]
+        logger.info(
+            "punctual running as %s (%s), Lease %s/%s",
+            self.elector.config.identity,
+            "all namespaces" if clusterwide else ", ".join(self.options.namespaces),
+            self.elector.config.namespace,
+            self.elector.config.name,
+        )
+        # kopf installs its own SIGTERM/SIGINT handlers in the main thread and stops on
+        # them; when kopf stops, for a signal or a failure, the operator stops too.
+        stopper = asyncio.ensure_future(stop.wait())
+        await asyncio.wait({stopper, operator}, return_when=asyncio.FIRST_COMPLETED)
+        stopper.cancel()
+        if operator.done() and not stop.is_set():
+            logger.info("watching stopped; shutting down")
+        stop.set()
+        self.loop.enabled = False
+        await asyncio.gather(*tasks[:3], return_exceptions=True)  # the elector releases the Lease
+        for task in tasks[3:]:
+            task.cancel()
+        if not kopf_stop.done():
+            kopf_stop.set_result(None)
+        await asyncio.gather(operator, *tasks[3:], return_exceptions=True)
+
+
+async def run(options: Options) -> None:
+    """Run until SIGTERM or SIGINT; release the Lease on the way out."""
+    logging.basicConfig(
+        level=options.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    quiet_kopf()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    clock = ServerClock()
+    options.identity = options.identity or default_identity()
+    credentials = load_credentials(options.kubeconfig)
+    # The user agent names the replica, so the API server's audit log tells who wrote.
+    agent = f"punctual/{options.identity}"
+    async with KubeClient(credentials, server_clock=clock, user_agent=agent) as api:
+        try:
+            await api.get("/version")  # a first clock sample, and a clear error if unreachable
+        except ApiError as error:
+            logger.warning("API server not reachable yet: %s", error)
+        await Operator(api, options, clock=clock).run(stop)
+    logger.info("punctual stopped (pid %d)", os.getpid())

@@ -1,0 +1,146 @@
+"""The one scheduler loop: a heap of wake-up times, a bounded pool of workers, fairness.
+
+Why it exists: a leader must look at each schedule when its next tick is due (and when
+the schedule or one of its Jobs changes), never two workers on the same schedule at
+once, never more than `workers` at a time, and without one namespace with thousands
+of schedules starving the others. This module owns only that timing and fairness; what
+to do with a schedule is the `process` callback's business.
+
+* Wake-up times are API-server instants; the loop sleeps against `clock.now()`, which
+  is the estimated API server clock.
+* A key that is notified while it is being processed is processed again afterwards,
+  so no change is lost and no schedule is processed concurrently with itself.
+* Ready keys wait in one queue per namespace; workers take from the namespaces in
+  turn (round-robin).
+
+What it must never do: call the API server itself, or block on one schedule.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import logging
+from collections import OrderedDict, deque
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+
+from punctual.clocks import Clock
+
+logger = logging.getLogger(__name__)
+
+Key = tuple[str, str]  # (namespace, name)
+Process = Callable[[Key], Awaitable[datetime | None]]
+
+
+class SchedulerLoop:
+    def __init__(self, process: Process, *, clock: Clock, workers: int = 16) -> None:
+        self._process = process
+        self._clock = clock
+        self._workers = workers
+        self._heap: list[tuple[datetime, int, Key]] = []
+        self._wake: dict[Key, datetime] = {}  # the live heap entry per key
+        self._seq = itertools.count()
+        self._ready: OrderedDict[str, deque[Key]] = OrderedDict()
+        self._queued: set[Key] = set()
+        self._running: set[Key] = set()
+        self._dirty: set[Key] = set()
+        self._kick = asyncio.Event()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.enabled = True
+
+    # -- inputs ------------------------------------------------------------------------
+
+    def notify(self, key: Key) -> None:
+        """Look at `key` as soon as a worker is free."""
+        if key in self._running:
+            self._dirty.add(key)
+        elif key not in self._queued:
+            self._queued.add(key)
+            self._ready.setdefault(key[0], deque()).append(key)
+        self._kick.set()
+
+    def wake_at(self, key: Key, instant: datetime | None) -> None:
+        """Look at `key` at `instant` (server time); None cancels its timer."""
+        if instant is None:
+            self._wake.pop(key, None)
+            return
+        self._wake[key] = instant
+        heapq.heappush(self._heap, (instant, next(self._seq), key))
+        self._kick.set()
+
+    def forget(self, key: Key) -> None:
+        self._wake.pop(key, None)
+
+    @property
+    def pending(self) -> int:
+        return len(self._queued) + len(self._running)
+
+    # -- the loop ----------------------------------------------------------------------
+
+    async def run(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            self._kick.clear()
+            self._promote_due()
+            if self.enabled:
+                self._dispatch()
+            delay = self._seconds_to_next()
+            waiter = asyncio.ensure_future(self._kick.wait())
+            stopper = asyncio.ensure_future(stop.wait())
+            await asyncio.wait(
+                {waiter, stopper}, timeout=delay, return_when=asyncio.FIRST_COMPLETED
+            )
+            waiter.cancel()
+            stopper.cancel()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def _promote_due(self) -> None:
+        now = self._clock.now()
+        while self._heap and self._heap[0][0] <= now:
+            instant, _, key = heapq.heappop(self._heap)
+            if self._wake.get(key) == instant:
+                del self._wake[key]
+                self.notify(key)
+
+    def _seconds_to_next(self) -> float | None:
+        while self._heap and self._wake.get(self._heap[0][2]) != self._heap[0][0]:
+            heapq.heappop(self._heap)  # superseded entries
+        if not self._heap:
+            return None
+        return max(0.0, (self._heap[0][0] - self._clock.now()).total_seconds())
+
+    def _dispatch(self) -> None:
+        while len(self._running) < self._workers and self._ready:
+            namespace, queue = next(iter(self._ready.items()))
+            key = queue.popleft()
+            # Round-robin: the namespace goes to the back of the line.
+            del self._ready[namespace]
+            if queue:
+                self._ready[namespace] = queue
+            self._queued.discard(key)
+            self._running.add(key)
+            task = asyncio.create_task(self._work(key), name=f"schedule {key[0]}/{key[1]}")
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _work(self, key: Key) -> None:
+        next_wake: datetime | None = None
+        try:
+            next_wake = await self._process(key)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            logger.exception("processing %s/%s failed; retrying in 5 s", *key)
+            from datetime import timedelta
+
+            next_wake = self._clock.now() + timedelta(seconds=5)
+        finally:
+            self._running.discard(key)
+        self.wake_at(key, next_wake)
+        if key in self._dirty:
+            self._dirty.discard(key)
+            self.notify(key)
+        self._kick.set()

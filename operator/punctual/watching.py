@@ -1,0 +1,92 @@
+"""kopf watches CronSchedules and their Jobs and keeps them in in-memory indices.
+
+Why it exists: every replica, leader or not, keeps a warm view of all schedules and
+their Jobs (a hot standby fails over in one Lease expiry, not a re-list), and wakes
+the scheduler when something changes. kopf does the watching (re-lists, reconnects,
+410 Gone); this module only declares what to keep and whom to tell.
+
+What it must never do: make kopf write to user objects. Only index and event
+handlers are registered: no change handlers, hence no finalizers, no
+`kopf.zalando.org` annotations and no status keys written by kopf, and kopf's own
+Event posting is switched off. Punctual's writes go through its own client.
+
+kopf runs event handlers only after every index has been filled by the initial
+listing, so the first schedule event means the Job index is complete: `synced`.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import kopf
+
+from punctual.jobs import LABEL_SCHEDULE, LABEL_SCHEDULE_UID, JobSnapshot
+from punctual.kubeapi import Credentials
+
+Key = tuple[str, str]
+
+SCHEDULES_INDEX = "punctual_schedules"
+JOBS_INDEX = "punctual_jobs"
+
+
+def make_registry(
+    *,
+    credentials: Credentials,
+    on_schedule: Callable[[Key], None],
+    on_job: Callable[[Key], None],
+) -> kopf.OperatorRegistry:
+    """A private kopf registry with Punctual's indices and event handlers."""
+    registry = kopf.OperatorRegistry()
+
+    @kopf.on.startup(registry=registry)
+    def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+        settings.posting.enabled = False  # kopf posts no Events; Punctual posts its own
+        settings.watching.connect_timeout = 5
+        settings.watching.server_timeout = 300
+        settings.watching.client_timeout = 330
+        settings.networking.request_timeout = 30
+
+    @kopf.on.login(registry=registry)
+    def login(**_: Any) -> kopf.ConnectionInfo:
+        return kopf.ConnectionInfo(
+            server=credentials.server,
+            ca_path=credentials.ca_file,
+            insecure=credentials.insecure,
+            token=credentials.bearer(),
+            certificate_path=credentials.cert_file,
+            private_key_path=credentials.key_file,
+            default_namespace=credentials.namespace,
+        )
+
+    @kopf.index("punctual.dev", "v1", "cronschedules", id=SCHEDULES_INDEX, registry=registry)
+    def schedules(**event: Any) -> dict[Key, Any]:
+        return {(event["namespace"], event["name"]): copy.deepcopy(dict(event["body"]))}
+
+    @kopf.index(
+        "batch",
+        "v1",
+        "jobs",
+        id=JOBS_INDEX,
+        labels={LABEL_SCHEDULE_UID: kopf.PRESENT},
+        registry=registry,
+    )
+    def jobs(**event: Any) -> dict[str, JobSnapshot]:
+        return {event["labels"][LABEL_SCHEDULE_UID]: JobSnapshot.from_body(event["body"])}
+
+    @kopf.on.event("punctual.dev", "v1", "cronschedules", registry=registry)
+    def schedule_changed(**event: Any) -> None:
+        on_schedule((event["namespace"], event["name"]))
+
+    @kopf.on.event("batch", "v1", "jobs", labels={LABEL_SCHEDULE: kopf.PRESENT}, registry=registry)
+    def job_changed(**event: Any) -> None:
+        on_job((event["namespace"], event["labels"][LABEL_SCHEDULE]))
+
+    return registry
+
+
+def quiet_kopf(level: int = logging.WARNING) -> None:
+    """kopf logs every event at INFO; keep only its warnings."""
+    logging.getLogger("kopf").setLevel(level)

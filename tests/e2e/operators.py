@@ -1,0 +1,185 @@
+"""Real `punctual run` processes for e2e tests, and the audit log as the oracle.
+
+Operators run as separate OS processes (not in the test's event loop) so tests can
+kill -9 them, SIGSTOP and SIGCONT them, and SIGTERM them as Kubernetes would. Each
+test watches only its own namespace and uses its own Lease there, so tests never
+see each other's schedules.
+
+The oracle for "exactly one create per (schedule, tick)" is the API server's audit
+log: every create request for a Job, with its response code, the user agent (which
+names the replica) and the microsecond time the server received it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from .conftest import REPO, Cluster
+
+FAST_LEASE = ("--lease-duration", "6", "--renew-deadline", "4", "--retry-period", "1")
+
+
+@dataclass
+class OperatorProcess:
+    identity: str
+    namespace: str
+    log: Path
+    proc: subprocess.Popen[bytes]
+
+    @property
+    def user_agent(self) -> str:
+        return f"punctual/{self.identity}"
+
+    def signal(self, sig: int) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.proc.pid, sig)
+
+    def stop(self, timeout: float = 20) -> int:
+        """SIGTERM and wait: the operator releases its Lease and exits."""
+        self.signal(signal.SIGCONT)
+        self.signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.signal(signal.SIGKILL)
+            return self.proc.wait(5)
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+
+@dataclass
+class Operators:
+    """Starts operators for one test and makes sure none outlives it."""
+
+    cluster: Cluster
+    namespace: str
+    workdir: Path
+    started: list[OperatorProcess] = field(default_factory=list)
+
+    def start(
+        self, identity: str, *extra: str, lease: tuple[str, ...] = FAST_LEASE
+    ) -> OperatorProcess:
+        log = self.workdir / f"operator-{identity}.log"
+        env = {**os.environ, "KUBECONFIG": str(self.cluster.kubeconfig), "PYTHONUNBUFFERED": "1"}
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "punctual.cli",
+                "run",
+                "--namespace",
+                self.namespace,
+                "--lease-namespace",
+                self.namespace,
+                "--identity",
+                identity,
+                *lease,
+                *extra,
+            ],
+            stdout=log.open("ab"),
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            cwd=REPO,
+        )
+        op = OperatorProcess(identity, self.namespace, log, proc)
+        self.started.append(op)
+        return op
+
+    def close(self) -> None:
+        for op in self.started:
+            if op.proc.poll() is None:
+                op.signal(signal.SIGCONT)
+                op.signal(signal.SIGKILL)
+                op.proc.wait(10)
+
+
+@contextlib.contextmanager
+def operators(cluster: Cluster, namespace: str, workdir: Path) -> Iterator[Operators]:
+    ops = Operators(cluster, namespace, workdir)
+    try:
+        yield ops
+    finally:
+        ops.close()
+        for op in ops.started:  # leave the logs where a failing test's report shows them
+            sys.stderr.write(f"--- {op.identity} (last lines) ---\n")
+            sys.stderr.write("\n".join(op.output().splitlines()[-40:]) + "\n")
+
+
+@dataclass(frozen=True)
+class Create:
+    """One Job create request seen by the API server."""
+
+    name: str
+    code: int
+    user_agent: str
+    at: datetime
+
+
+def job_creates(cluster: Cluster, namespace: str) -> list[Create]:
+    """Every Job create in `namespace` so far, oldest first, from the audit log."""
+    creates = []
+    for event in cluster.audit_events():
+        ref = event.get("objectRef") or {}
+        if event.get("verb") != "create" or ref.get("resource") != "jobs":
+            continue
+        if ref.get("namespace") != namespace or ref.get("subresource"):
+            continue
+        creates.append(
+            Create(
+                name=ref.get("name", ""),
+                code=int((event.get("responseStatus") or {}).get("code", 0)),
+                user_agent=event.get("userAgent", ""),
+                at=parse(event["requestReceivedTimestamp"]),
+            )
+        )
+    return sorted(creates, key=lambda c: c.at)
+
+
+def writes_by(
+    cluster: Cluster, namespace: str, user_agent: str, since: datetime
+) -> list[dict[str, Any]]:
+    """Every write that a replica (by user agent) sent to `namespace` after `since`."""
+    return [
+        e
+        for e in cluster.audit_events()
+        if e.get("userAgent") == user_agent
+        and (e.get("objectRef") or {}).get("namespace") == namespace
+        and parse(e["requestReceivedTimestamp"]) > since
+    ]
+
+
+def parse(value: str) -> datetime:
+    return datetime.fromisoformat(value.replace("Z", "+00:00")).astimezone(UTC)
+
+
+def tick_of(job_name: str) -> datetime:
+    return datetime.fromtimestamp(int(job_name.rsplit("-", 1)[1]), UTC)
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+def wait_until(
+    predicate: Any, timeout: float, interval: float = 0.25, what: str = "condition"
+) -> Any:
+    end = time.monotonic() + timeout
+    while True:
+        result = predicate()
+        if result:
+            return result
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
