@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from typing import Final, TextIO, TypeAlias
 
 from punctual.clocks import Clock, SystemClock
-from punctual.operating import add_run_command, add_trigger_command
+from punctual.operating import add_history_command, add_run_command, add_trigger_command
 from punctual.schedules import (
     CronTicks,
     ScheduleError,
@@ -98,6 +98,7 @@ COMMANDS: list[Command] = [
     add_explain_command,
     add_run_command,
     add_trigger_command,
+    add_history_command,
 ]
 
 

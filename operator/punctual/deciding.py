@@ -20,6 +20,7 @@ the only ticks carried over, and only to finish them).
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -46,6 +47,7 @@ from punctual.models import (
 )
 from punctual.naming import job_name
 from punctual.planning import TickPlan, plan_ticks
+from punctual.schedules import jitter_offset
 
 # The annotation a user (or `punctual trigger`) sets on a CronSchedule to fire it now.
 # Its value is the request id: each distinct value fires once.
@@ -73,6 +75,7 @@ class JobToCreate:
     tick: datetime
     body: dict[str, Any]
     manual: bool = False
+    fire_at: datetime | None = None  # tick plus jitter: where firing lag is measured from
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +96,14 @@ class Decision:
     events: tuple[EventNote, ...] = ()
     next_wake: datetime | None = None
     plan: TickPlan | None = None
+    # The status changed only in bookkeeping (a Job finished, a claim was seen created):
+    # the shell may leave it to the next claim if that comes soon, saving one write per
+    # firing. History clean-up (prune) needs no status write and still happens now.
+    deferrable: bool = False
+    # For metrics, counted once the status that records them is written.
+    missed: int = 0
+    skipped: tuple[tuple[str, int], ...] = ()  # (reason, count)
+    newly_failed: int = 0
 
     @property
     def writes(self) -> bool:
@@ -114,6 +125,7 @@ class _Draft:
     status: CronScheduleStatus
     epoch: int
     firings: list[RecordedFiring] = field(default_factory=list)
+    skips: list[str] = field(default_factory=list)  # metric label per concurrency skip
     events: list[EventNote] = field(default_factory=list)
 
 
@@ -267,14 +279,18 @@ def decide(
         recheck = now + IN_FLIGHT_RECHECK
         next_wake = recheck if next_wake is None else min(next_wake, recheck)
 
+    new_status, old_status = dump_status(new), dump_status(old)
     return Decision(
-        status=None if dump_status(new) == dump_status(old) else dump_status(new),
+        status=None if new_status == old_status else new_status,
+        deferrable=not (creates or replace or draft.firings or draft.events)
+        and _without_bookkeeping(new_status) == _without_bookkeeping(old_status),
         replace=tuple(replace),
         creates=tuple(
             JobToCreate(
                 name=name,
                 tick=tick,
                 manual=manual,
+                fire_at=now if manual else tick + jitter_offset(uid, spec.jitter_seconds),
                 body=build_job(
                     schedule=body,
                     job_name=name,
@@ -288,9 +304,25 @@ def decide(
         ),
         prune=tuple(prune),
         events=tuple(draft.events),
+        missed=sum(f.count for f in plan.missed),
+        skipped=tuple(Counter(draft.skips).items())
+        + tuple(("missedRunPolicy=Skip", group.count) for group in plan.skipped),
+        newly_failed=sum(
+            1
+            for before, after in zip(old.recent_firings, history, strict=True)
+            if before.outcome is not after.outcome and after.outcome is FiringOutcome.FAILED
+        ),
         next_wake=next_wake,
         plan=plan,
     )
+
+
+# Status fields that only follow the Jobs: safe to write late, never needed to fence.
+_BOOKKEEPING = ("active", "activeCount", "inFlight", "recentFirings", "lastSuccessfulTime")
+
+
+def _without_bookkeeping(status: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in status.items() if k not in _BOOKKEEPING}
 
 
 def _apply_concurrency(
@@ -334,6 +366,7 @@ def _apply_concurrency(
 
 
 def _record_skip(draft: _Draft, name: str, tick: datetime, manual: bool, reason: str) -> None:
+    draft.skips.append(reason.split(":", 1)[0].replace(" ", "="))  # concurrencyPolicy=Forbid
     draft.firings.append(
         RecordedFiring(
             tick=tick,

@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from punctual.clocks import Clock
 from punctual.deciding import Decision, EventNote, JobToDelete
 from punctual.events import EventRecorder
 from punctual.jobs import JobSnapshot, owned_by
@@ -36,6 +37,7 @@ from punctual.kubeapi import (
     NotFound,
     Unavailable,
 )
+from punctual.metrics import Metrics
 from punctual.models import FiringOutcome, format_time
 from punctual.ratelimiting import RateLimiter
 
@@ -76,7 +78,11 @@ class Firer:
         may_write: Callable[[], bool],
         events: EventRecorder,
         limiter: RateLimiter,
+        metrics: Metrics | None = None,
+        clock: Clock | None = None,
     ) -> None:
+        self.metrics = metrics or Metrics()
+        self.clock = clock or api.server_clock
         self.api = api
         self.may_write = may_write
         self.events = events
@@ -98,6 +104,7 @@ class Firer:
             try:
                 applied.schedule = await self._write_status(schedule, decision.status)
             except Conflict:
+                self.metrics.claim_conflicts.inc()
                 applied.stale = True
                 return applied
             except NotFound:
@@ -114,6 +121,10 @@ class Firer:
             try:
                 created = await self.api.create(jobs_path(namespace), create.body)
                 applied.created.append(JobSnapshot.from_body(created))
+                self.metrics.jobs_created.labels(namespace, name).inc()
+                if create.fire_at is not None:
+                    lag = (self.clock.now() - create.fire_at).total_seconds()
+                    self.metrics.firing_lag.observe(max(0.0, lag))
             except AlreadyExists:
                 try:
                     existing = await self.api.get(f"{jobs_path(namespace)}/{create.name}")
@@ -139,6 +150,15 @@ class Firer:
                     f"the API server rejected Job {create.name}: {error.message}"
                 )
 
+        if decision.status is not None:  # recorded: count what the claim decided
+            for reason, count in decision.skipped:
+                self.metrics.ticks_skipped.labels(namespace, name, reason).inc(count)
+            if decision.missed:
+                self.metrics.ticks_missed.labels(namespace, name).inc(decision.missed)
+            if decision.newly_failed:
+                self.metrics.jobs_failed.labels(namespace, name).inc(decision.newly_failed)
+        if applied.failed:
+            self.metrics.create_failures.labels(namespace, name).inc(len(applied.failed))
         if applied.failed and applied.schedule is not None:
             await self._settle_failures(applied)
 

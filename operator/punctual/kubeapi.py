@@ -17,7 +17,7 @@ import json
 import os
 import ssl
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from email.utils import parsedate_to_datetime
@@ -192,6 +192,7 @@ class KubeClient:
         timeout: float = 30.0,
         user_agent: str = "punctual",
         server_clock: ServerClock | None = None,
+        observer: Callable[[str, int], None] | None = None,
     ):
         self.credentials = credentials
         self._timeout = aiohttp.ClientTimeout(total=timeout)
@@ -199,6 +200,7 @@ class KubeClient:
         self._session: aiohttp.ClientSession | None = None
         # Every response's Date header refines the estimate of the API server's clock.
         self.server_clock = server_clock or ServerClock()
+        self._observer = observer  # (verb, status code or 0) of every request, for metrics
 
     async def __aenter__(self) -> Self:
         self._session = aiohttp.ClientSession(
@@ -239,6 +241,8 @@ class KubeClient:
                 method, self.credentials.server + path, data=data, params=params, headers=headers
             ) as resp:
                 self._observe_date(sent, resp.headers.get("Date"))
+                if self._observer is not None:
+                    self._observer(method, resp.status)
                 text = await resp.text()
                 decoded: Body = (
                     json.loads(text) if text.strip().startswith("{") else {"message": text}
@@ -247,6 +251,8 @@ class KubeClient:
                     raise _classify(resp.status, decoded)
                 return decoded
         except (aiohttp.ClientConnectionError, TimeoutError) as exc:
+            if self._observer is not None:
+                self._observer(method, 0)
             raise Unavailable(0, "Unreachable", f"{method} {path}: {exc!r}") from exc
 
     async def get(self, path: str, **params: str) -> Body:

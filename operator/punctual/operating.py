@@ -116,6 +116,18 @@ def add_run_command(subparsers: Any) -> None:
         choices=["DEBUG", "INFO", "WARNING", "ERROR"],
         help="log level [PUNCTUAL_LOG_LEVEL]",
     )
+    add(
+        "--log-format",
+        default=_env_or("PUNCTUAL_LOG_FORMAT", "text"),
+        choices=["text", "json"],
+        help="log lines as text or one JSON object each [PUNCTUAL_LOG_FORMAT]",
+    )
+    add(
+        "--metrics-port",
+        type=int,
+        default=int(_env_or("PUNCTUAL_METRICS_PORT", "8080")),
+        help="port for /metrics, /healthz and /readyz; 0 disables them [PUNCTUAL_METRICS_PORT]",
+    )
     parser.set_defaults(handler=_run)
 
 
@@ -136,6 +148,8 @@ def _run(arguments: argparse.Namespace, context: _Context) -> int:
         qps=arguments.qps,
         burst=arguments.burst,
         log_level=arguments.log_level,
+        log_format=arguments.log_format,
+        metrics_port=arguments.metrics_port or None,
     )
     try:
         LeaseConfig(
@@ -203,6 +217,73 @@ def _trigger(arguments: argparse.Namespace, context: _Context) -> int:
         return 1
     print(
         f"cronschedule {namespace}/{arguments.name} triggered (request {request})",
+        file=context.stdout,
+    )
+    return 0
+
+
+def add_history_command(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "history",
+        help="show a schedule's recent firings",
+        description="Show the recent firings of CronSchedule NAME, newest first: each tick, "
+        "its Job, what became of it and why, and the leader epoch that decided it.",
+    )
+    parser.add_argument("name", metavar="NAME")
+    parser.add_argument(
+        "--namespace", "-n", default=None, help="the kubeconfig's namespace if unset"
+    )
+    parser.add_argument("--kubeconfig", default=_env("KUBECONFIG"))
+    parser.set_defaults(handler=_history)
+
+
+def _history(arguments: argparse.Namespace, context: _Context) -> int:
+    from punctual.firing import schedule_path
+    from punctual.kubeapi import ApiError, KubeClient, NotFound, load_credentials
+
+    try:
+        credentials = load_credentials(arguments.kubeconfig)
+    except (OSError, KeyError, ValueError) as error:
+        print(f"punctual: cannot load credentials: {error}", file=context.stderr)
+        return 1
+    namespace = arguments.namespace or credentials.namespace
+
+    async def read() -> dict[str, Any]:
+        async with KubeClient(credentials) as api:
+            return await api.get(schedule_path(namespace, arguments.name))
+
+    try:
+        body = asyncio.run(read())
+    except NotFound:
+        print(f"punctual: cronschedule {namespace}/{arguments.name} not found", file=context.stderr)
+        return 1
+    except ApiError as error:
+        print(f"punctual: {error}", file=context.stderr)
+        return 1
+    status = body.get("status") or {}
+    rows = [("TICK", "JOB", "OUTCOME", "EPOCH", "REASON")]
+    for firing in status.get("recentFirings") or []:
+        outcome = firing.get("outcome", "")
+        if firing.get("manual"):
+            outcome += " (manual)"
+        rows.append(
+            (
+                firing.get("tick", ""),
+                firing.get("job") or "-",
+                outcome,
+                str(firing.get("epoch", "")),
+                firing.get("reason") or "",
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    for row in rows:
+        cells = [cell.ljust(width) for cell, width in zip(row[:4], widths, strict=True)]
+        print("   ".join([*cells, row[4]]).rstrip(), file=context.stdout)
+    print(
+        f"\nlast scheduled {status.get('lastScheduledTime', '-')}, "
+        f"next {status.get('nextScheduleTime', '-')}, "
+        f"last success {status.get('lastSuccessfulTime', '-')}, "
+        f"active {status.get('activeCount', 0)}",
         file=context.stdout,
     )
     return 0

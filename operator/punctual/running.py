@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import logging
 import os
 import signal
@@ -34,6 +35,7 @@ from punctual.firing import Firer, NotLeader, schedule_path
 from punctual.jobs import JobSnapshot
 from punctual.kubeapi import ApiError, KubeClient, NotFound, Unavailable, load_credentials
 from punctual.leading import LeaderElector, LeaseConfig
+from punctual.metrics import Metrics, serve
 from punctual.ratelimiting import RateLimiter
 from punctual.scheduling import Key, SchedulerLoop
 from punctual.watching import JOBS_INDEX, SCHEDULES_INDEX, make_registry, quiet_kopf
@@ -43,6 +45,7 @@ logger = logging.getLogger("punctual")
 RESYNC_EVERY = timedelta(minutes=5)
 UNAVAILABLE_RETRY = timedelta(seconds=2)
 CLOCK_PRECISION = timedelta(milliseconds=10)
+BOOKKEEPING_DEFERRAL = timedelta(seconds=10)
 CLOCK_RECHECK = 30.0
 
 
@@ -62,6 +65,34 @@ class Options:
     qps: float = 50.0
     burst: int = 100
     log_level: str = "INFO"
+    log_format: str = "text"  # or "json"
+    metrics_port: int | None = 8080  # None: no HTTP endpoint
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line, for log pipelines."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry = {
+            "time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S") + f".{int(record.msecs):03d}",
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        return json.dumps(entry)
+
+
+def configure_logging(level: str, fmt: str) -> None:
+    handler = logging.StreamHandler()
+    if fmt == "json":
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
 
 
 def default_identity() -> str:
@@ -79,8 +110,16 @@ def _resource_version(body: Mapping[str, Any] | None) -> int:
 
 
 class Operator:
-    def __init__(self, api: KubeClient, options: Options, *, clock: ServerClock) -> None:
+    def __init__(
+        self,
+        api: KubeClient,
+        options: Options,
+        *,
+        clock: ServerClock,
+        metrics: Metrics | None = None,
+    ) -> None:
         self.api = api
+        self.metrics = metrics or Metrics()
         self.options = options
         self.clock = clock
         identity = options.identity or default_identity()
@@ -103,12 +142,15 @@ class Operator:
             may_write=self.elector.is_leader,
             events=self.events,
             limiter=RateLimiter(options.qps, options.burst),
+            metrics=self.metrics,
+            clock=clock,
         )
         self.loop = SchedulerLoop(self.process, clock=clock, workers=options.workers)
         # kopf.operator() accepts the indexers but does not export their type; holding them
         # is how the scheduler reads the indices outside kopf's handlers.
         self.indexers = OperatorIndexers()
         self.synced = asyncio.Event()  # the first schedule event: indices are complete
+        self.watching = asyncio.Event()  # kopf has started its watches (readiness)
         self.written: dict[Key, dict[str, Any]] = {}
         self.created: dict[str, dict[str, JobSnapshot]] = {}  # schedule uid -> name -> Job
         self.deleted: dict[str, set[str]] = {}  # schedule uid -> names being deleted
@@ -178,6 +220,13 @@ class Operator:
             )
             if not decision.writes and not decision.events:
                 return decision.next_wake
+            soon = decision.next_wake is not None and (
+                decision.next_wake - self.clock.now() <= BOOKKEEPING_DEFERRAL
+            )
+            if decision.deferrable and soon:
+                decision = dataclasses.replace(decision, status=None)  # the next claim writes it
+                if not decision.writes:
+                    return decision.next_wake
             try:
                 applied = await self.firer.apply(body, decision)
             except NotLeader:
@@ -231,6 +280,17 @@ class Operator:
             changed.cancel()
             stopper.cancel()
 
+    def refresh_gauges(self) -> None:
+        """Gauges read at scrape time from the live state."""
+        leading = self.elector.is_leader()
+        self.metrics.leader.set(1 if leading else 0)
+        self.metrics.epoch.set(
+            self.elector.epoch if leading and self.elector.epoch is not None else -1
+        )
+        self.metrics.schedules.set(len(self._index(SCHEDULES_INDEX)))
+        self.metrics.clock_offset.set(self.clock.offset.total_seconds())
+        self.metrics.clock_uncertainty.set(self.clock.uncertainty.total_seconds())
+
     async def _calibrate_clock(self, stop: asyncio.Event) -> None:
         """Probe the API server's clock where a probe narrows the estimate most.
 
@@ -266,6 +326,7 @@ class Operator:
                 clusterwide=clusterwide,
                 namespaces=self.options.namespaces,
                 stop_flag=kopf_stop,
+                ready_flag=self.watching,
             ),
             name="kopf",
         )
@@ -277,6 +338,14 @@ class Operator:
             asyncio.create_task(self._notify_when_synced(), name="synced"),
             asyncio.create_task(self._calibrate_clock(stop), name="clock"),
         ]
+        web = None
+        if self.options.metrics_port is not None:
+            web = await serve(
+                self.metrics,
+                port=self.options.metrics_port,
+                ready=self.watching.is_set,
+                refresh=self.refresh_gauges,
+            )
         logger.info(
             "punctual running as %s (%s), Lease %s/%s",
             self.elector.config.identity,
@@ -299,14 +368,13 @@ class Operator:
         if not kopf_stop.done():
             kopf_stop.set_result(None)
         await asyncio.gather(operator, *tasks[3:], return_exceptions=True)
+        if web is not None:
+            await web.cleanup()
 
 
 async def run(options: Options) -> None:
     """Run until SIGTERM or SIGINT; release the Lease on the way out."""
-    logging.basicConfig(
-        level=options.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    configure_logging(options.log_level, options.log_format)
     quiet_kopf()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -317,10 +385,17 @@ async def run(options: Options) -> None:
     credentials = load_credentials(options.kubeconfig)
     # The user agent names the replica, so the API server's audit log tells who wrote.
     agent = f"punctual/{options.identity}"
-    async with KubeClient(credentials, server_clock=clock, user_agent=agent) as api:
+    metrics = Metrics()
+
+    def observe(verb: str, code: int) -> None:
+        metrics.api_requests.labels(verb.lower(), str(code)).inc()
+
+    async with KubeClient(
+        credentials, server_clock=clock, user_agent=agent, observer=observe
+    ) as api:
         try:
             await api.get("/version")  # a first clock sample, and a clear error if unreachable
         except ApiError as error:
             logger.warning("API server not reachable yet: %s", error)
-        await Operator(api, options, clock=clock).run(stop)
+        await Operator(api, options, clock=clock, metrics=metrics).run(stop)
     logger.info("punctual stopped (pid %d)", os.getpid())

@@ -15,9 +15,11 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -29,12 +31,25 @@ from .conftest import REPO, Cluster
 FAST_LEASE = ("--lease-duration", "6", "--renew-deadline", "4", "--retry-period", "1")
 
 
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
 @dataclass
 class OperatorProcess:
     identity: str
     namespace: str
     log: Path
     proc: subprocess.Popen[bytes]
+    metrics_port: int
+
+    def scrape(self) -> str:
+        """The operator's /metrics text."""
+        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+        with urllib.request.urlopen(url, timeout=5) as resp:
+            return str(resp.read().decode())
 
     @property
     def user_agent(self) -> str:
@@ -72,6 +87,7 @@ class Operators:
     ) -> OperatorProcess:
         log = self.workdir / f"operator-{identity}.log"
         env = {**os.environ, "KUBECONFIG": str(self.cluster.kubeconfig), "PYTHONUNBUFFERED": "1"}
+        port = free_port()
         proc = subprocess.Popen(
             [
                 sys.executable,
@@ -84,6 +100,8 @@ class Operators:
                 self.namespace,
                 "--identity",
                 identity,
+                "--metrics-port",
+                str(port),
                 *lease,
                 *extra,
             ],
@@ -93,7 +111,7 @@ class Operators:
             env=env,
             cwd=REPO,
         )
-        op = OperatorProcess(identity, self.namespace, log, proc)
+        op = OperatorProcess(identity, self.namespace, log, proc, port)
         self.started.append(op)
         return op
 

@@ -1,0 +1,135 @@
+"""Prometheus metrics for every decision Punctual makes, and the probe endpoints.
+
+Why it exists: an operator that promises one Job per tick must show, per schedule,
+whether it keeps the promise: how late firings are (tick to Job created, on the API
+server's clock), how many ticks were skipped and why, missed, failed; whether this
+replica leads and with which epoch; how far this node's clock is from the API
+server's. One HTTP port serves /metrics, /healthz (the process serves) and /readyz
+(the watches have listed everything once).
+
+Names follow Prometheus conventions: `punctual_` prefix, base units (seconds),
+`_total` for counters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+LAG_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
+
+
+class Metrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        r = self.registry
+        self.firing_lag = Histogram(
+            "punctual_firing_lag_seconds",
+            "Seconds from a tick's fire instant (tick plus jitter) to its Job being created, "
+            "on the API server's clock.",
+            buckets=LAG_BUCKETS,
+            registry=r,
+        )
+        self.jobs_created = Counter(
+            "punctual_jobs_created_total",
+            "Jobs created, by schedule (manual triggers included).",
+            ["namespace", "schedule"],
+            registry=r,
+        )
+        self.ticks_skipped = Counter(
+            "punctual_ticks_skipped_total",
+            "Ticks deliberately not run, by schedule and reason.",
+            ["namespace", "schedule", "reason"],
+            registry=r,
+        )
+        self.ticks_missed = Counter(
+            "punctual_ticks_missed_total",
+            "Ticks that could not run (past their deadline, beyond maxMissedRuns, superseded).",
+            ["namespace", "schedule"],
+            registry=r,
+        )
+        self.jobs_failed = Counter(
+            "punctual_jobs_failed_total",
+            "Jobs of a schedule seen to finish Failed.",
+            ["namespace", "schedule"],
+            registry=r,
+        )
+        self.create_failures = Counter(
+            "punctual_job_create_failures_total",
+            "Job creates the API server rejected for good (invalid template, forbidden).",
+            ["namespace", "schedule"],
+            registry=r,
+        )
+        self.claim_conflicts = Counter(
+            "punctual_claim_conflicts_total",
+            "Status claims that got 409 Conflict (another writer was first).",
+            registry=r,
+        )
+        self.api_requests = Counter(
+            "punctual_api_requests_total",
+            "Requests to the API server, by verb and HTTP status code (0: unreachable).",
+            ["verb", "code"],
+            registry=r,
+        )
+        self.leader = Gauge(
+            "punctual_leader", "1 while this replica leads and may write, else 0.", registry=r
+        )
+        self.epoch = Gauge(
+            "punctual_leader_epoch",
+            "The Lease's leaseTransitions when this replica took it (-1 when not leading).",
+            registry=r,
+        )
+        self.schedules = Gauge(
+            "punctual_schedules", "CronSchedules known to this replica's index.", registry=r
+        )
+        self.clock_offset = Gauge(
+            "punctual_clock_offset_seconds",
+            "Estimated API server clock minus this node's clock.",
+            registry=r,
+        )
+        self.clock_uncertainty = Gauge(
+            "punctual_clock_uncertainty_seconds",
+            "Half the width of the interval the clock offset is known to lie in.",
+            registry=r,
+        )
+        self.epoch.set(-1)
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+async def serve(
+    metrics: Metrics,
+    *,
+    port: int,
+    ready: Callable[[], bool],
+    refresh: Callable[[], None],
+    host: str = "0.0.0.0",
+) -> web.AppRunner:
+    """Start /metrics, /healthz and /readyz on `port`; returns the runner to clean up."""
+
+    async def scrape(_: web.Request) -> web.Response:
+        refresh()
+        return web.Response(
+            body=metrics.exposition(), headers={"Content-Type": CONTENT_TYPE_LATEST}
+        )
+
+    async def healthz(_: web.Request) -> web.Response:
+        return web.Response(text="ok\n")
+
+    async def readyz(_: web.Request) -> web.Response:
+        if ready():
+            return web.Response(text="ok\n")
+        return web.Response(status=503, text="watches not synced yet\n")
+
+    app = web.Application()
+    app.add_routes(
+        [web.get("/metrics", scrape), web.get("/healthz", healthz), web.get("/readyz", readyz)]
+    )
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, host, port).start()
+    return runner
