@@ -39,6 +39,10 @@ cluster-up: venv binaries ## Start a local control plane in the background (stat
 cluster-down: ## Stop the processes cluster-up started and remove their state
 	@if [ -x $(BIN)/python ]; then $(BIN)/python e2e/localcluster.py down --state-dir $(CLUSTER_DIR); fi
 
+.PHONY: demo
+demo: venv binaries ## Start the local control plane and the operator, apply a sample, watch Jobs appear
+	e2e/demo.sh
+
 .PHONY: lint
 lint: venv ## ruff (lint and format) and mypy --strict
 	$(BIN)/ruff check operator tests e2e bench

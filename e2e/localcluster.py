@@ -339,6 +339,11 @@ class LocalCluster:
     def down(self) -> None:
         """Stop exactly the processes this cluster started, newest first, then drop its state."""
         self._load_pids()
+        operator = self.state_dir / "operator.pid"  # `make demo`'s operator, if any
+        if operator.exists():
+            self.pids = {"operator": int(operator.read_text().strip()), **self.pids}
+            operator.unlink()
+            self.stop("operator")
         for name in reversed(COMPONENTS):
             if name in self.pids:
                 self.stop(name)

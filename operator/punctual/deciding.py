@@ -46,7 +46,7 @@ from punctual.models import (
     parse_time,
 )
 from punctual.naming import job_name
-from punctual.planning import TickPlan, plan_ticks
+from punctual.planning import TickPlan, plan_ticks, schedule_fingerprint
 from punctual.schedules import jitter_offset
 
 # The annotation a user (or `punctual trigger`) sets on a CronSchedule to fire it now.
@@ -150,7 +150,10 @@ def decide(
     try:
         spec = CronScheduleSpec.model_validate(body.get("spec") or {})
     except ValidationError as error:
-        return _invalid(old, describe_error(error), now=now, generation=generation)
+        # A fingerprint no valid spec has is written, so that any fix is an edit: the
+        # cursor moves to now then, and no tick of the invalid period fires.
+        keep = {"schedule_fingerprint": "invalid-" + _raw_fingerprint(body.get("spec") or {})}
+        return _invalid(old, describe_error(error), now=now, generation=generation, updates=keep)
 
     # 2. Plan the ticks on the API server's clock.
     plan = plan_ticks(
@@ -164,8 +167,8 @@ def decide(
     if plan.invalid is not None:
         # The fingerprint is still written: fixing the spec later is an edit, so the
         # cursor moves to now then and no tick from the invalid period fires.
-        keep = {"schedule_fingerprint": plan.fingerprint, "last_scheduled_time": plan.cursor}
-        return _invalid(old, plan.invalid, now=now, generation=generation, updates=keep)
+        written = {"schedule_fingerprint": plan.fingerprint, "last_scheduled_time": plan.cursor}
+        return _invalid(old, plan.invalid, now=now, generation=generation, updates=written)
 
     draft = _Draft(status=old, epoch=leadership.epoch)
     by_name = {j.name: j for j in ours}
@@ -178,9 +181,11 @@ def decide(
     for claim in old.in_flight:
         if claim.job not in by_name:
             in_flight.append(claim)
-            wanted.append(
-                (claim.job, claim.tick, claim.job != job_name(meta["name"], claim.tick), None)
-            )
+            manual = claim.job != job_name(meta["name"], claim.tick)
+            request = old.last_trigger if manual else None
+            if request is not None and claim.job != manual_job_name(meta["name"], request):
+                request = None  # an older manual claim: its request id is no longer known
+            wanted.append((claim.job, claim.tick, manual, request))
 
     # 4. New firings: due ticks, then a manual trigger.
     for due in plan.due:
@@ -241,7 +246,7 @@ def decide(
     # 8. Status: what happened, newest first, and what is running now.
     creating = {name: tick for name, tick, _, _ in creates}
     active = [
-        ActiveJob(name=j.name, tick=j.tick or now, uid=j.uid)
+        ActiveJob(name=j.name, tick=j.tick or j.created or _EPOCH, uid=j.uid)
         for j in live
         if j.name not in replaced
     ]
@@ -314,6 +319,24 @@ def decide(
         ),
         next_wake=next_wake,
         plan=plan,
+    )
+
+
+def _raw_fingerprint(raw: Mapping[str, Any]) -> str:
+    """The fingerprint of a spec that fails validation, from the fields that decide ticks."""
+    run_at = raw.get("runAt")
+    try:
+        when = parse_time(run_at) if isinstance(run_at, str) else None
+    except ValueError:
+        when = None
+    jitter = raw.get("jitterSeconds")
+    return schedule_fingerprint(
+        CronScheduleSpec.model_construct(
+            schedule=raw.get("schedule") if isinstance(raw.get("schedule"), str) else None,
+            run_at=when,
+            time_zone=str(raw.get("timeZone", "UTC")),
+            jitter_seconds=jitter if isinstance(jitter, int) else 0,
+        )
     )
 
 
@@ -472,6 +495,7 @@ def _with_conditions(
         nxt = status.next_schedule_time
         ready_reason = "Scheduled"
         ready_message = f"next tick {format_time(nxt)}" if nxt else "no further tick"
+    was_suspended = any(c.type == "Suspended" and c.status == "True" for c in conditions)
     if _set_condition(
         conditions,
         kind="Suspended",
@@ -480,7 +504,7 @@ def _with_conditions(
         message="",
         now=now,
         generation=generation,
-    ):
+    ) and (suspended or was_suspended):  # a new schedule was never suspended: no "Resumed"
         draft.events.append(
             EventNote(
                 "Normal",

@@ -9,6 +9,7 @@ clock, which is injectable for tests.
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Awaitable, Callable
 
 from punctual.clocks import monotonic
@@ -23,7 +24,7 @@ class RateLimiter:
         clock: Callable[[], float] = monotonic,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
-        if qps <= 0 or burst < 1:
+        if not (math.isfinite(qps) and qps > 0) or burst < 1:
             raise ValueError(f"need qps > 0 and burst >= 1, got {qps} and {burst}")
         self.qps = qps
         self.burst = burst

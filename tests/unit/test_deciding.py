@@ -1,0 +1,1147 @@
+"""One decision for one schedule, as a table of cases around one fixed instant.
+
+T0 is the top of an hour and a tick of the hourly schedule most cases use, so
+"T0 - 3h" is three ticks ago. Bodies are raw dicts as the API server returns them;
+Jobs are JobSnapshots as the watch would report them. Each case lists spec, status
+and environment, then what the Decision must say. Case names read as the rule.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from punctual.deciding import (
+    IN_FLIGHT_RECHECK,
+    TRIGGER_ANNOTATION,
+    Decision,
+    Leadership,
+    decide,
+)
+from punctual.jobs import JobSnapshot, JobState, manual_job_name
+from punctual.models import CronScheduleSpec, FiringOutcome
+from punctual.naming import job_name
+from punctual.planning import schedule_fingerprint
+
+T0 = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
+S = timedelta(seconds=1)
+M = timedelta(minutes=1)
+H = timedelta(hours=1)
+
+NAME = "nightly-report"
+NAMESPACE = "reports"
+UID = "5f0c1e2d-7a4b-4c3d-9e8f-0a1b2c3d4e5f"
+OTHER_UID = "0b7e5f7a-5d0c-4a4e-9d7e-2f0f4a0c8a11"  # a deleted schedule of the same name
+HOURLY = "0 * * * *"
+CREATED = T0 - 30 * M
+GENERATION = 3
+LEADER = Leadership(epoch=7, identity="punctual-0")
+PREVIOUS_EPOCH = 6  # claims written by the leader before this one
+
+CREATED_ = FiringOutcome.CREATED
+SKIPPED = FiringOutcome.SKIPPED
+MISSED = FiringOutcome.MISSED
+REPLACED = FiringOutcome.REPLACED
+SUCCEEDED = FiringOutcome.SUCCEEDED
+FAILED = FiringOutcome.FAILED
+
+ACTIVE = JobState.ACTIVE
+DONE = JobState.SUCCEEDED
+BROKEN = JobState.FAILED
+
+TEMPLATE: dict[str, Any] = {
+    "metadata": {
+        "labels": {"team": "reports", "punctual.dev/schedule-uid": "forged"},
+        "annotations": {"owner": "alice@example.com"},
+    },
+    "spec": {
+        "backoffLimit": 2,
+        "template": {
+            "spec": {
+                "restartPolicy": "Never",
+                "containers": [{"name": "report", "image": "busybox", "args": ["true"]}],
+            }
+        },
+    },
+}
+
+
+# -- raw bodies ------------------------------------------------------------------------
+
+
+def iso(instant: datetime) -> str:
+    """RFC 3339 as the API server writes it (spelled out here, not by the code under test)."""
+    text = instant.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    if instant.microsecond:
+        text += f".{instant.microsecond:06d}"
+    return text + "Z"
+
+
+def n(tick: datetime) -> str:
+    """The Job name of a tick of the schedule."""
+    return job_name(NAME, tick)
+
+
+def spec_body(**overrides: Any) -> dict[str, Any]:
+    spec: dict[str, Any] = {"schedule": HOURLY, "jobTemplate": copy.deepcopy(TEMPLATE)}
+    spec.update(overrides)
+    return {k: v for k, v in spec.items() if v is not None}
+
+
+def fingerprint(spec: Mapping[str, Any]) -> str:
+    """The fingerprint the status carries once the spec has been decided on."""
+    return schedule_fingerprint(CronScheduleSpec.model_validate(spec))
+
+
+def status_body(
+    spec: Mapping[str, Any],
+    *,
+    cursor: datetime | None = None,
+    in_flight: Sequence[datetime] = (),
+    firings: Sequence[tuple[datetime, FiringOutcome]] = (),
+    last_trigger: str | None = None,
+    last_success: datetime | None = None,
+) -> dict[str, Any]:
+    """A status written by an earlier leader for `spec` (its fingerprint is current)."""
+    status: dict[str, Any] = {"scheduleFingerprint": fingerprint(spec)}
+    if cursor is not None:
+        status["lastScheduledTime"] = iso(cursor)
+    if in_flight:
+        status["inFlight"] = [
+            {"tick": iso(t), "job": n(t), "epoch": PREVIOUS_EPOCH} for t in in_flight
+        ]
+    if firings:
+        status["recentFirings"] = [
+            {"tick": iso(t), "job": n(t), "outcome": o.value, "epoch": PREVIOUS_EPOCH}
+            for t, o in firings
+        ]
+    if last_trigger is not None:
+        status["lastTrigger"] = last_trigger
+    if last_success is not None:
+        status["lastSuccessfulTime"] = iso(last_success)
+    return status
+
+
+def schedule_body(
+    spec: Mapping[str, Any] | None = None,
+    status: Mapping[str, Any] | None = None,
+    *,
+    trigger: str | None = None,
+    created: datetime = CREATED,
+    uid: str = UID,
+) -> dict[str, Any]:
+    annotations = {"kubectl.kubernetes.io/last-applied-configuration": "{}"}
+    if trigger is not None:
+        annotations[TRIGGER_ANNOTATION] = trigger
+    body: dict[str, Any] = {
+        "apiVersion": "punctual.dev/v1",
+        "kind": "CronSchedule",
+        "metadata": {
+            "name": NAME,
+            "namespace": NAMESPACE,
+            "uid": uid,
+            "generation": GENERATION,
+            "resourceVersion": "4711",
+            "creationTimestamp": iso(created),
+            "annotations": annotations,
+        },
+        "spec": dict(spec if spec is not None else spec_body()),
+    }
+    if status is not None:
+        body["status"] = dict(status)
+    return body
+
+
+def job(
+    tick: datetime,
+    state: JobState = ACTIVE,
+    *,
+    finished: datetime | None = None,
+    schedule_uid: str = UID,
+    name: str | None = None,
+    deleting: bool = False,
+) -> JobSnapshot:
+    name = name or n(tick)
+    if state is not ACTIVE and finished is None:
+        finished = tick + 10 * M
+    return JobSnapshot(
+        name=name,
+        uid=f"uid-of-{name}-{schedule_uid[:4]}",
+        schedule_uid=schedule_uid,
+        tick=tick,
+        state=state,
+        created=tick + S,
+        finished_at=finished,
+        deleting=deleting,
+    )
+
+
+def run(body: Mapping[str, Any], jobs: Sequence[JobSnapshot] = (), *, now: datetime) -> Decision:
+    return decide(body, jobs, now=now, leadership=LEADER)
+
+
+def written(decision: Decision, old: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The status after the decision: what it writes, or the old one if it writes none."""
+    if decision.status is not None:
+        return decision.status
+    return dict(old or {})
+
+
+def condition(status: Mapping[str, Any], kind: str) -> dict[str, Any]:
+    [found] = [c for c in status.get("conditions", []) if c["type"] == kind]
+    return dict(found)
+
+
+def events(decision: Decision, reason: str) -> list[tuple[str, str]]:
+    return [(e.type, e.message) for e in decision.events if e.reason == reason]
+
+
+def settle(
+    spec: Mapping[str, Any], jobs: Sequence[JobSnapshot], *, now: datetime, status: Any = None
+) -> dict[str, Any]:
+    """Decide until the status stops changing (as the loop would), return that status."""
+    for _ in range(5):
+        decision = run(schedule_body(spec, status), jobs, now=now)
+        if decision.status is None:
+            return dict(status or {})
+        status = decision.status
+    raise AssertionError("the status never settled")
+
+
+# -- the table -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    # spec
+    spec: Mapping[str, Any] = field(default_factory=dict)
+    # status
+    cursor: datetime | None = None
+    in_flight: tuple[datetime, ...] = ()
+    last_trigger: str | None = None
+    # environment
+    jobs: tuple[JobSnapshot, ...] = ()
+    trigger: str | None = None
+    created: datetime = CREATED
+    now: datetime = T0 + 5 * S
+    # expectations
+    creates: tuple[str, ...] = ()
+    replace: tuple[str, ...] = ()
+    prune: tuple[str, ...] = ()
+    in_flight_after: tuple[str, ...] = ()
+    firings: tuple[tuple[str | None, FiringOutcome], ...] = ()  # newest first
+    cursor_after: datetime | str | None = "unchanged"
+
+
+MANUAL_1 = manual_job_name(NAME, "req-1")
+FORBID = {"concurrencyPolicy": "Forbid"}
+REPLACE = {"concurrencyPolicy": "Replace"}
+
+CASES = [
+    # --- never ran / ordinary ticks -------------------------------------------------
+    Case("never ran, not time yet: nothing", now=T0 - S),
+    Case(
+        "never ran, is time: one Job for the tick, claimed in flight",
+        creates=(n(T0),),
+        in_flight_after=(n(T0),),
+        firings=((n(T0), CREATED_),),
+        cursor_after=T0,
+    ),
+    Case("never ran, created after the tick: it never fires", created=T0 + 2 * S),
+    Case(
+        "prev ran, is time: one Job for the tick",
+        cursor=T0 - H,
+        creates=(n(T0),),
+        in_flight_after=(n(T0),),
+        firings=((n(T0), CREATED_),),
+        cursor_after=T0,
+    ),
+    Case("prev ran, not time yet: nothing", cursor=T0, now=T0 + 59 * M),
+    Case("prev ran, Job done, not time yet: nothing", cursor=T0, jobs=(job(T0, DONE),)),
+    # --- in-flight claims -----------------------------------------------------------
+    Case(
+        "claim in flight, its Job not seen: created again, still in flight",
+        cursor=T0,
+        in_flight=(T0,),
+        creates=(n(T0),),
+        in_flight_after=(n(T0),),
+    ),
+    Case(
+        "claim in flight, its Job seen running: resolved",
+        cursor=T0,
+        in_flight=(T0,),
+        jobs=(job(T0),),
+    ),
+    Case(
+        "claim in flight, its Job seen finished: resolved",
+        cursor=T0,
+        in_flight=(T0,),
+        jobs=(job(T0, DONE),),
+    ),
+    Case(
+        "claim in flight, only another schedule's Job of that name seen: created again",
+        cursor=T0,
+        in_flight=(T0,),
+        jobs=(job(T0, schedule_uid=OTHER_UID),),
+        creates=(n(T0),),
+        in_flight_after=(n(T0),),
+    ),
+    Case(
+        "claim in flight, Forbid, another Job runs: still created (it was decided before)",
+        spec=FORBID,
+        cursor=T0,
+        in_flight=(T0,),
+        jobs=(job(T0 - H),),
+        creates=(n(T0),),
+        in_flight_after=(n(T0),),
+    ),
+    Case(
+        "claim in flight and the next tick due, Forbid: the claim counts as running",
+        spec=FORBID,
+        cursor=T0 - H,
+        in_flight=(T0 - H,),
+        creates=(n(T0 - H),),
+        in_flight_after=(n(T0 - H),),
+        firings=((None, SKIPPED),),
+        cursor_after=T0,
+    ),
+    Case(
+        "two claims in flight, one seen: only the other is created again",
+        cursor=T0,
+        in_flight=(T0 - H, T0),
+        jobs=(job(T0 - H),),
+        creates=(n(T0),),
+        in_flight_after=(n(T0),),
+    ),
+    # --- concurrency ----------------------------------------------------------------
+    Case(
+        "is time, Forbid, prev Job still runs: tick skipped",
+        spec=FORBID,
+        cursor=T0 - H,
+        jobs=(job(T0 - H),),
+        firings=((None, SKIPPED),),
+        cursor_after=T0,
+    ),
+    Case(
+        "is time, Forbid, prev Job succeeded: created",
+        spec=FORBID,
+        cursor=T0 - H,
+        jobs=(job(T0 - H, DONE),),
+        creates=(n(T0),),
+        in_flight_after=(n(T0),),
+        firings=((n(T0), CREATED_),),
+        cursor_after=T0,
+    ),
+    Case(
+        "is time, Forbid, prev Job failed: created",
+        spec=FORBID,
+        cursor=T0 - H,
+        jobs=(job(T0 - H, BROKEN),),
+        creates=(n(T0),),
+        in_flight_after=(n(T0),),
+        firings=((n(T0), CREATED_),),
+        cursor_after=T0,
+    ),
+    Case(
+        "is time, Forbid, prev Job being deleted: created",
+        spec=FORBID,
+        cursor=T0 - H,
+        jobs=(job(T0 - H, deleting=True),),
+        creates=(n(T0),),
+        in_flight_after=(n(T0),),
+        firings=((n(T0), CREATED_),),
+        cursor_after=T0,
+    ),
+    Case(
+        "is time, Forbid, only another schedule's Job runs: created",
+        spec=FORBID,
+        cursor=T0 - H,
+        jobs=(job(T0 - H, schedule_uid=OTHER_UID),),
+        creates=(n(T0),),
+        in_flight_after=(n(T0),),
+        firings=((n(T0), CREATED_),),
+        cursor_after=T0,
+    ),
+    Case(
+        "is time, Replace, prev Job still runs: it is deleted and the new one created",
+        spec=REPLACE,
+        cursor=T0 - H,
+        jobs=(job(T0 - H),),
+        replace=(n(T0 - H),),
+        creates=(n(T0),),
+        in_flight_after=(n(T0),),
+        firings=((n(T0), CREATED_),),
+        cursor_after=T0,
+    ),
+    Case(
+        "is time, Replace, nothing runs: created, nothing deleted",
+        spec=REPLACE,
+        cursor=T0 - H,
+        jobs=(job(T0 - H, DONE),),
+        creates=(n(T0),),
+        in_flight_after=(n(T0),),
+        firings=((n(T0), CREATED_),),
+        cursor_after=T0,
+    ),
+    Case(
+        "is time, Allow, prev Job still runs: created anyway",
+        spec={"concurrencyPolicy": "Allow"},
+        cursor=T0 - H,
+        jobs=(job(T0 - H), job(T0 - 2 * H)),
+        creates=(n(T0),),
+        in_flight_after=(n(T0),),
+        firings=((n(T0), CREATED_),),
+        cursor_after=T0,
+    ),
+    # --- missed ticks ---------------------------------------------------------------
+    Case(
+        "operator down 3 ticks, RunLatest: the newest is created, the others missed",
+        cursor=T0 - 3 * H,
+        creates=(n(T0),),
+        in_flight_after=(n(T0),),
+        firings=((n(T0), CREATED_), (None, MISSED)),
+        cursor_after=T0,
+    ),
+    Case(
+        "operator down 3 ticks, RunAll: all three created, oldest first",
+        spec={"missedRunPolicy": "RunAll"},
+        cursor=T0 - 3 * H,
+        creates=(n(T0 - 2 * H), n(T0 - H), n(T0)),
+        in_flight_after=(n(T0 - 2 * H), n(T0 - H), n(T0)),
+        firings=((n(T0), CREATED_), (n(T0 - H), CREATED_), (n(T0 - 2 * H), CREATED_)),
+        cursor_after=T0,
+    ),
+    Case(
+        "operator down 3 ticks, RunAll, cap 2: the newest two created, one missed",
+        spec={"missedRunPolicy": "RunAll", "maxMissedRuns": 2},
+        cursor=T0 - 3 * H,
+        creates=(n(T0 - H), n(T0)),
+        in_flight_after=(n(T0 - H), n(T0)),
+        firings=((n(T0), CREATED_), (n(T0 - H), CREATED_), (None, MISSED)),
+        cursor_after=T0,
+    ),
+    Case(
+        "operator down 3 ticks, Skip: none created, all recorded skipped",
+        spec={"missedRunPolicy": "Skip"},
+        cursor=T0 - 3 * H,
+        firings=((None, SKIPPED),),
+        cursor_after=T0,
+    ),
+    Case(
+        "operator down 3 ticks, RunLatest, past deadline: none created, all missed",
+        spec={"startingDeadlineSeconds": 1},
+        cursor=T0 - 3 * H,
+        firings=((None, MISSED),),
+        cursor_after=T0,
+    ),
+    Case(
+        "operator down 3 ticks, RunAll, Forbid: the oldest runs, the others are skipped",
+        spec={"missedRunPolicy": "RunAll", **FORBID},
+        cursor=T0 - 3 * H,
+        creates=(n(T0 - 2 * H),),
+        in_flight_after=(n(T0 - 2 * H),),
+        firings=((None, SKIPPED), (None, SKIPPED), (n(T0 - 2 * H), CREATED_)),
+        cursor_after=T0,
+    ),
+    Case(
+        "operator down 3 ticks, RunAll, Replace: only the newest runs",
+        spec={"missedRunPolicy": "RunAll", **REPLACE},
+        cursor=T0 - 3 * H,
+        creates=(n(T0),),
+        in_flight_after=(n(T0),),
+        firings=((n(T0), CREATED_), (None, SKIPPED), (None, SKIPPED)),
+        cursor_after=T0,
+    ),
+    # --- history --------------------------------------------------------------------
+    Case(
+        "successful history 2: the oldest successful Jobs are pruned",
+        spec={"successfulJobsHistoryLimit": 2},
+        cursor=T0,
+        jobs=tuple(job(T0 - k * H, DONE) for k in range(4)),
+        prune=(n(T0 - 3 * H), n(T0 - 2 * H)),
+    ),
+    Case(
+        "failed history 1: older failed Jobs pruned, successful ones counted apart",
+        spec={"failedJobsHistoryLimit": 1, "successfulJobsHistoryLimit": 3},
+        cursor=T0,
+        jobs=(
+            job(T0, BROKEN),
+            job(T0 - H, DONE),
+            job(T0 - 2 * H, BROKEN),
+            job(T0 - 3 * H, DONE),
+            job(T0 - 4 * H, BROKEN),
+        ),
+        prune=(n(T0 - 2 * H), n(T0 - 4 * H)),
+    ),
+    Case(
+        "history is by finish time: a Job that finished last is kept though its tick is older",
+        spec={"successfulJobsHistoryLimit": 1},
+        cursor=T0,
+        jobs=(job(T0 - H, DONE, finished=T0 + 2 * M), job(T0, DONE, finished=T0 + M)),
+        prune=(n(T0),),
+    ),
+    Case(
+        "history 0: every finished Job pruned, running Jobs never",
+        spec={"successfulJobsHistoryLimit": 0, "failedJobsHistoryLimit": 0},
+        cursor=T0,
+        jobs=(job(T0), job(T0 - H, DONE), job(T0 - 2 * H, BROKEN), job(T0 - 3 * H)),
+        prune=(n(T0 - H), n(T0 - 2 * H)),
+    ),
+    Case(
+        "history: a Job already being deleted is not pruned again and does not count",
+        spec={"successfulJobsHistoryLimit": 1},
+        cursor=T0,
+        jobs=(job(T0, DONE, deleting=True), job(T0 - H, DONE), job(T0 - 2 * H, DONE)),
+        prune=(n(T0 - 2 * H),),
+    ),
+    Case(
+        "history: another schedule's finished Jobs are never pruned",
+        spec={"successfulJobsHistoryLimit": 0},
+        cursor=T0,
+        jobs=(job(T0 - H, DONE, schedule_uid=OTHER_UID),),
+    ),
+    Case(
+        "history 0: a finished Job whose tick is claimed again is kept",
+        # The claim was lost (a restored status): the tick is due again, its create will
+        # get AlreadyExists, and until that claim resolves the Job must stay.
+        spec={"successfulJobsHistoryLimit": 0},
+        cursor=T0 - H,
+        jobs=(job(T0, DONE), job(T0 - H, DONE)),
+        creates=(n(T0),),
+        in_flight_after=(n(T0),),
+        firings=((n(T0), CREATED_),),
+        prune=(n(T0 - H),),
+        cursor_after=T0,
+    ),
+    Case(
+        "history 0: a resolved claim's finished Job goes (the status write comes first)",
+        spec={"successfulJobsHistoryLimit": 0},
+        cursor=T0,
+        in_flight=(T0,),
+        jobs=(job(T0, DONE),),
+        prune=(n(T0),),
+    ),
+    # --- manual triggers ------------------------------------------------------------
+    Case(
+        "trigger with a new request: a manual Job fires now",
+        cursor=T0,
+        trigger="req-1",
+        now=T0 + 30 * M,
+        creates=(MANUAL_1,),
+        in_flight_after=(MANUAL_1,),
+        firings=((MANUAL_1, CREATED_),),
+    ),
+    Case(
+        "trigger with the request already handled: nothing",
+        cursor=T0,
+        trigger="req-1",
+        last_trigger="req-1",
+        now=T0 + 30 * M,
+    ),
+    Case(
+        "trigger with a newer request than the one handled: fires",
+        cursor=T0,
+        trigger="req-1",
+        last_trigger="req-0",
+        now=T0 + 30 * M,
+        creates=(MANUAL_1,),
+        in_flight_after=(MANUAL_1,),
+        firings=((MANUAL_1, CREATED_),),
+    ),
+    Case(
+        "trigger, Forbid, a Job runs: the manual firing is skipped",
+        spec=FORBID,
+        cursor=T0,
+        jobs=(job(T0),),
+        trigger="req-1",
+        now=T0 + 30 * M,
+        firings=((None, SKIPPED),),
+    ),
+    Case(
+        "trigger and a due tick at once, Allow: both fire",
+        cursor=T0 - H,
+        trigger="req-1",
+        creates=(n(T0), MANUAL_1),
+        in_flight_after=(n(T0), MANUAL_1),
+        firings=((MANUAL_1, CREATED_), (n(T0), CREATED_)),
+        cursor_after=T0,
+    ),
+    # --- suspend --------------------------------------------------------------------
+    Case(
+        "suspended, is time: nothing fires, the cursor stays",
+        spec={"suspend": True},
+        cursor=T0 - H,
+    ),
+    Case(
+        "suspended, a claim in flight: it is still finished",
+        spec={"suspend": True},
+        cursor=T0,
+        in_flight=(T0,),
+        creates=(n(T0),),
+        in_flight_after=(n(T0),),
+    ),
+]
+
+
+def _firing_key(entry: Mapping[str, Any]) -> tuple[str | None, FiringOutcome]:
+    return entry.get("job"), FiringOutcome(entry["outcome"])
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
+def test_decide(case: Case) -> None:
+    spec = spec_body(**case.spec)
+    status = status_body(
+        spec, cursor=case.cursor, in_flight=case.in_flight, last_trigger=case.last_trigger
+    )
+    body = schedule_body(spec, status, trigger=case.trigger, created=case.created)
+    decision = run(body, case.jobs, now=case.now)
+
+    assert tuple(c.name for c in decision.creates) == case.creates
+    assert tuple(d.name for d in decision.replace) == case.replace
+    assert sorted(d.name for d in decision.prune) == sorted(case.prune)
+    after = written(decision, status)
+    assert tuple(c["job"] for c in after.get("inFlight", [])) == case.in_flight_after
+    assert tuple(_firing_key(f) for f in after.get("recentFirings", [])) == case.firings
+    expected_cursor = case.cursor if case.cursor_after == "unchanged" else case.cursor_after
+    assert after.get("lastScheduledTime") == (
+        iso(expected_cursor) if isinstance(expected_cursor, datetime) else None
+    )
+    # Whatever else happens: a Job named for a tick at or before the old cursor is only
+    # ever created to finish a claim, and nothing is both created and deleted.
+    for create in decision.creates:
+        if case.cursor is not None and create.tick <= case.cursor and not create.manual:
+            assert create.tick in case.in_flight
+    deleted = {d.name for d in (*decision.replace, *decision.prune)}
+    assert not deleted & {c.name for c in decision.creates}
+    # A decision that creates a Job always claims it in the same status write.
+    if decision.creates:
+        assert decision.status is not None
+        assert {c.name for c in decision.creates} <= {c["job"] for c in after["inFlight"]}
+
+
+# -- the first tick, in full -----------------------------------------------------------
+
+
+def test_first_tick_claims_the_tick_in_status_and_creates_one_job() -> None:
+    now = T0 + 5 * S
+    decision = run(schedule_body(), now=now)
+
+    # One Job, named by the schedule and the tick's Unix seconds.
+    [create] = decision.creates
+    assert create.name == f"{NAME}-{int(T0.timestamp())}" == n(T0)
+    assert create.tick == T0
+    assert create.manual is False
+    # The claim: cursor moved, tick in flight and recorded, all in one status write.
+    status = decision.status
+    assert status is not None
+    assert status["lastScheduledTime"] == "2026-11-25T12:00:00Z"
+    assert status["nextScheduleTime"] == "2026-11-25T13:00:00Z"
+    assert status["inFlight"] == [
+        {"tick": "2026-11-25T12:00:00Z", "job": create.name, "epoch": LEADER.epoch}
+    ]
+    [firing] = status["recentFirings"]
+    assert firing["job"] == create.name
+    assert firing["outcome"] == "Created"
+    assert firing["tick"] == "2026-11-25T12:00:00Z"
+    assert firing["epoch"] == LEADER.epoch
+    assert status["activeCount"] == 1
+    assert [a["name"] for a in status["active"]] == [create.name]
+    assert status["observedGeneration"] == GENERATION
+    assert status["scheduleFingerprint"] == fingerprint(spec_body())
+    assert condition(status, "Ready")["status"] == "True"
+    assert condition(status, "InvalidSpec")["status"] == "False"
+    assert condition(status, "Suspended")["status"] == "False"
+    # Nothing to delete; look again soon, to see the claim's Job.
+    assert decision.replace == () and decision.prune == ()
+    assert decision.next_wake == now + IN_FLIGHT_RECHECK
+    assert decision.writes
+
+
+def test_nothing_due_and_status_current_writes_nothing_and_sleeps_until_the_next_tick() -> None:
+    spec = spec_body()
+    first = run(schedule_body(spec), now=T0 + 5 * S)
+    [create] = first.creates
+    jobs = [job(T0)]  # the watch delivers the Job
+
+    # The claim resolves (one more write), then the status is current.
+    second = run(schedule_body(spec, first.status), jobs, now=T0 + 7 * S)
+    assert second.status is not None
+    assert "inFlight" not in second.status or second.status["inFlight"] == []
+    assert second.creates == ()
+    assert [a["name"] for a in second.status["active"]] == [create.name]
+
+    for now in (T0 + 10 * S, T0 + 30 * M, T0 + H - S):
+        third = run(schedule_body(spec, second.status), jobs, now=now)
+        assert third.status is None, now
+        assert third.creates == () and third.replace == () and third.prune == ()
+        assert third.events == ()
+        assert not third.writes
+        assert third.next_wake == T0 + H
+
+    # The next tick, on time, fires again.
+    fourth = run(schedule_body(spec, second.status), jobs, now=T0 + H)
+    assert [c.name for c in fourth.creates] == [n(T0 + H)]
+
+
+def test_an_unresolved_claim_asks_to_be_looked_at_again_before_the_next_tick() -> None:
+    spec = spec_body()
+    decision = run(
+        schedule_body(spec, status_body(spec, cursor=T0, in_flight=[T0])), now=T0 + 30 * M
+    )
+    assert [c.name for c in decision.creates] == [n(T0)]
+    assert decision.next_wake == T0 + 30 * M + IN_FLIGHT_RECHECK
+
+
+def test_a_recovered_claim_is_stamped_with_this_leaders_epoch_and_not_recorded_twice() -> None:
+    spec = spec_body()
+    status = status_body(spec, cursor=T0, in_flight=[T0], firings=[(T0, CREATED_)])
+    decision = run(schedule_body(spec, status), now=T0 + 20 * S)
+    [create] = decision.creates
+    assert create.body["metadata"]["annotations"]["punctual.dev/epoch"] == str(LEADER.epoch)
+    assert decision.status is not None
+    # The claim keeps the epoch that decided it; the firing is recorded once.
+    assert decision.status["inFlight"] == [{"tick": iso(T0), "job": n(T0), "epoch": PREVIOUS_EPOCH}]
+    assert [f["job"] for f in decision.status["recentFirings"]] == [n(T0)]
+
+
+# -- concurrency, in detail ------------------------------------------------------------
+
+
+def test_forbid_records_the_skipped_tick_with_a_reason_naming_the_running_job() -> None:
+    spec = spec_body(**FORBID)
+    running = job(T0 - H)
+    decision = run(schedule_body(spec, status_body(spec, cursor=T0 - H)), [running], now=T0)
+    assert decision.creates == ()
+    assert decision.status is not None
+    [skip] = decision.status["recentFirings"]
+    assert skip["outcome"] == "Skipped"
+    assert skip["tick"] == iso(T0)
+    assert "job" not in skip
+    assert running.name in skip["reason"]
+    assert "Forbid" in skip["reason"]
+    assert any(running.name in message for _, message in events(decision, "Skipped"))
+    # The skipped tick is decided: the cursor passed it, so it never fires later.
+    assert decision.status["lastScheduledTime"] == iso(T0)
+    later = run(schedule_body(spec, decision.status), [job(T0 - H, DONE)], now=T0 + M)
+    assert later.creates == ()
+
+
+def test_replace_names_the_running_job_with_its_uid_and_marks_its_firing_replaced() -> None:
+    spec = spec_body(**REPLACE)
+    running = job(T0 - H)
+    status = status_body(spec, cursor=T0 - H, firings=[(T0 - H, CREATED_)])
+    decision = run(schedule_body(spec, status), [running], now=T0 + S)
+
+    [old] = decision.replace
+    assert (old.name, old.uid) == (running.name, running.uid)  # deleted with a uid precondition
+    assert [c.name for c in decision.creates] == [n(T0)]
+    assert decision.status is not None
+    outcomes = {f["job"]: f["outcome"] for f in decision.status["recentFirings"]}
+    assert outcomes == {n(T0): "Created", n(T0 - H): "Replaced"}
+    # Only the new Job counts as active: the old one is on its way out.
+    assert [a["name"] for a in decision.status["active"]] == [n(T0)]
+    assert decision.status["activeCount"] == 1
+    assert events(decision, "Replaced")
+
+
+def test_allow_counts_every_running_job_as_active() -> None:
+    spec = spec_body()
+    jobs = [job(T0 - 2 * H), job(T0 - H), job(T0 - H, schedule_uid=OTHER_UID, name="stranger")]
+    decision = run(schedule_body(spec, status_body(spec, cursor=T0 - H)), jobs, now=T0 + S)
+    assert decision.status is not None
+    assert [a["name"] for a in decision.status["active"]] == [n(T0 - 2 * H), n(T0 - H), n(T0)]
+    assert decision.status["activeCount"] == 3
+
+
+# -- Jobs' fate in status --------------------------------------------------------------
+
+
+def test_created_firings_become_succeeded_or_failed_when_their_jobs_finish() -> None:
+    spec = spec_body()
+    status = status_body(
+        spec,
+        cursor=T0,
+        firings=[(T0, CREATED_), (T0 - H, CREATED_), (T0 - 2 * H, CREATED_)],
+        last_success=T0 - 3 * H,
+    )
+    jobs = [
+        job(T0),
+        job(T0 - H, DONE, finished=T0 - H + 7 * M),
+        job(T0 - 2 * H, BROKEN, finished=T0 - 2 * H + 3 * M),
+    ]
+    decision = run(schedule_body(spec, status), jobs, now=T0 + 20 * M)
+    assert decision.status is not None
+    outcomes = [(f["job"], f["outcome"]) for f in decision.status["recentFirings"]]
+    assert outcomes == [
+        (n(T0), "Created"),
+        (n(T0 - H), "Succeeded"),
+        (n(T0 - 2 * H), "Failed"),
+    ]
+    assert decision.status["lastSuccessfulTime"] == iso(T0 - H + 7 * M)
+
+
+def test_last_successful_time_never_moves_back() -> None:
+    spec = spec_body()
+    status = status_body(spec, cursor=T0, last_success=T0 + 5 * M)
+    jobs = [job(T0 - H, DONE, finished=T0 - H + 7 * M)]
+    decision = run(schedule_body(spec, status), jobs, now=T0 + 20 * M)
+    assert written(decision, status)["lastSuccessfulTime"] == iso(T0 + 5 * M)
+
+
+def test_recent_firings_are_bounded_and_newest_first() -> None:
+    spec = spec_body(missedRunPolicy="RunAll", maxMissedRuns=30)
+    status = status_body(spec, cursor=T0 - 30 * H)
+    decision = run(schedule_body(spec, status), now=T0 + S)
+    assert len(decision.creates) == 30
+    assert decision.status is not None
+    ticks = [f["tick"] for f in decision.status["recentFirings"]]
+    assert 0 < len(ticks) < 30
+    assert ticks == sorted(ticks, reverse=True)
+    assert ticks[0] == iso(T0)
+
+
+# -- the Jobs' bodies ------------------------------------------------------------------
+
+
+def test_every_job_body_is_owned_labelled_and_stamped() -> None:
+    spec = spec_body(missedRunPolicy="RunAll")
+    status = status_body(spec, cursor=T0 - 3 * H, in_flight=[T0 - 3 * H])
+    body = schedule_body(spec, status, trigger="req-1")
+    pristine = copy.deepcopy(body)
+    decision = run(body, now=T0 + 5 * S)
+    # The recovered claim, three due ticks and the manual trigger.
+    assert len(decision.creates) == 5
+    for create in decision.creates:
+        meta = create.body["metadata"]
+        assert create.body["apiVersion"] == "batch/v1"
+        assert create.body["kind"] == "Job"
+        assert meta["name"] == create.name
+        assert meta["namespace"] == NAMESPACE
+        assert meta["ownerReferences"] == [
+            {
+                "apiVersion": "punctual.dev/v1",
+                "kind": "CronSchedule",
+                "name": NAME,
+                "uid": UID,
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ]
+        # Punctual's labels win over the template's; the template's others stay.
+        assert meta["labels"]["punctual.dev/schedule"] == NAME
+        assert meta["labels"]["punctual.dev/schedule-uid"] == UID
+        assert meta["labels"]["team"] == "reports"
+        assert meta["annotations"]["owner"] == "alice@example.com"
+        assert meta["annotations"]["punctual.dev/tick"] == iso(create.tick)
+        assert meta["annotations"]["punctual.dev/epoch"] == str(LEADER.epoch)
+        assert create.body["spec"] == TEMPLATE["spec"]
+    manual = [c for c in decision.creates if c.manual]
+    assert [c.name for c in manual] == [MANUAL_1]
+    assert manual[0].body["metadata"]["annotations"]["punctual.dev/trigger"] == "req-1"
+    # The schedule as read is not touched, and the bodies share nothing with it.
+    assert body == pristine
+    decision.creates[0].body["spec"]["template"]["spec"]["containers"].clear()
+    assert body == pristine
+
+
+# -- missed ticks ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("spec_overrides", "cursor", "outcome", "count"),
+    [
+        pytest.param({}, T0 - 3 * H, MISSED, 2, id="RunLatest: the 2 older ticks are missed"),
+        pytest.param(
+            {"missedRunPolicy": "RunAll", "maxMissedRuns": 1},
+            T0 - 3 * H,
+            MISSED,
+            2,
+            id="RunAll cap 1: 2 ticks beyond the cap are missed",
+        ),
+        pytest.param(
+            {"missedRunPolicy": "Skip"}, T0 - 3 * H, SKIPPED, 3, id="Skip: all 3 ticks skipped"
+        ),
+        pytest.param(
+            {"startingDeadlineSeconds": 1},
+            T0 - H,
+            MISSED,
+            1,
+            id="one tick past the deadline is missed",
+        ),
+        pytest.param(
+            {"schedule": "* * * * *"},
+            T0 - 365 * 24 * H,
+            MISSED,
+            365 * 24 * 60 - 1,
+            id="a year of minutely ticks is counted, not capped",
+        ),
+    ],
+)
+def test_missed_ticks_are_recorded_with_their_count_and_a_warning(
+    spec_overrides: dict[str, Any], cursor: datetime, outcome: FiringOutcome, count: int
+) -> None:
+    spec = spec_body(**spec_overrides)
+    decision = run(schedule_body(spec, status_body(spec, cursor=cursor)), now=T0 + 5 * S)
+    assert decision.status is not None
+    recorded = [f for f in decision.status["recentFirings"] if f["outcome"] == outcome.value]
+    [group] = recorded
+    noun = "tick" if count == 1 else "ticks"
+    assert group["reason"].startswith(f"{count} {noun}:")
+    assert group["epoch"] == LEADER.epoch
+    assert parse_iso(group["tick"]) > cursor
+    warnings = [e for e in decision.events if e.type == "Warning"]
+    assert [e.reason for e in warnings] == [outcome.value]
+    assert f"{count} {noun}" in warnings[0].message
+    # Every due tick was decided: none of them fires on the next pass.
+    again = run(schedule_body(spec, decision.status), now=T0 + 10 * S)
+    assert [c.name for c in again.creates] == [c.name for c in decision.creates]  # claims only
+    assert written(again, decision.status)["recentFirings"] == decision.status["recentFirings"]
+
+
+def parse_iso(text: str) -> datetime:
+    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+
+
+# -- manual triggers -------------------------------------------------------------------
+
+
+def test_a_trigger_request_fires_once() -> None:
+    spec = spec_body()
+    now = T0 + 30 * M + 250_000 * timedelta(microseconds=1)
+    status = status_body(spec, cursor=T0)
+    first = run(schedule_body(spec, status, trigger="req-1"), [job(T0, DONE)], now=now)
+    [create] = first.creates
+    assert create.name == manual_job_name(NAME, "req-1")
+    assert create.manual
+    assert first.status is not None
+    assert first.status["lastTrigger"] == "req-1"
+    assert first.status["recentFirings"][0]["manual"] is True
+    assert first.status["recentFirings"][0]["outcome"] == "Created"
+    assert events(first, "Triggered")
+    # A manual firing moves no cursor: the schedule's own ticks are unaffected.
+    assert first.status["lastScheduledTime"] == iso(T0)
+
+    jobs = [job(T0, DONE), job(now, name=create.name)]
+    same = run(schedule_body(spec, first.status, trigger="req-1"), jobs, now=now + M)
+    assert same.creates == ()
+    assert not events(same, "Triggered")
+
+    settled = settle(spec, jobs, now=now + M, status=first.status)
+    again = run(schedule_body(spec, settled, trigger="req-1"), jobs, now=now + 5 * M)
+    assert again.creates == ()
+
+    newer = run(schedule_body(spec, settled, trigger="req-2"), jobs, now=now + 5 * M)
+    assert [c.name for c in newer.creates] == [manual_job_name(NAME, "req-2")]
+    assert newer.status is not None and newer.status["lastTrigger"] == "req-2"
+
+
+def test_a_trigger_skipped_by_forbid_is_not_fired_later() -> None:
+    spec = spec_body(**FORBID)
+    status = status_body(spec, cursor=T0)
+    skipped = run(schedule_body(spec, status, trigger="req-1"), [job(T0)], now=T0 + M)
+    assert skipped.creates == ()
+    assert skipped.status is not None
+    assert skipped.status["recentFirings"][0]["outcome"] == "Skipped"
+    assert skipped.status["recentFirings"][0]["manual"] is True
+    # Once the Job finished, the old request does not come back to life.
+    later = run(schedule_body(spec, skipped.status, trigger="req-1"), [job(T0, DONE)], now=T0 + M)
+    assert later.creates == ()
+
+
+# -- suspend ---------------------------------------------------------------------------
+
+
+def test_suspended_creates_nothing_and_says_so_in_conditions() -> None:
+    spec = spec_body(suspend=True)
+    status = status_body(spec, cursor=T0 - H)
+    decision = run(schedule_body(spec, status), now=T0 + 5 * S)
+    assert decision.creates == ()
+    assert decision.status is not None
+    assert decision.status["lastScheduledTime"] == iso(T0 - H)
+    assert "nextScheduleTime" not in decision.status
+    assert condition(decision.status, "Suspended")["status"] == "True"
+    ready = condition(decision.status, "Ready")
+    assert ready["status"] == "False"
+    assert ready["reason"] == "Suspended"
+    assert decision.next_wake is None  # only an edit (a watch event) can matter now
+
+
+def test_suspending_and_resuming_each_leave_one_event() -> None:
+    running = spec_body()
+    status = settle(running, [job(T0 - H, DONE)], now=T0 - 30 * M, status=None)
+
+    paused_spec = spec_body(suspend=True)
+    paused = run(schedule_body(paused_spec, status), now=T0 - 20 * M)
+    assert len(events(paused, "Suspended")) == 1
+    still = run(schedule_body(paused_spec, paused.status), now=T0 - 10 * M)
+    assert still.events == ()
+    assert still.status is None
+
+    resumed = run(schedule_body(running, paused.status), now=T0 - 5 * M)
+    assert len(events(resumed, "Resumed")) == 1
+    assert resumed.status is not None
+    assert condition(resumed.status, "Suspended")["status"] == "False"
+    assert condition(resumed.status, "Ready")["status"] == "True"
+
+
+def test_a_new_schedule_that_was_never_suspended_posts_no_resumed_event() -> None:
+    decision = run(schedule_body(), now=T0 + 5 * S)
+    assert [c.name for c in decision.creates] == [n(T0)]
+    assert events(decision, "Resumed") == []
+
+
+# -- invalid specs ---------------------------------------------------------------------
+
+INVALID = [
+    pytest.param({"schedule": "0 0 30 2 *"}, "spec.schedule", id="Feb 30 never comes"),
+    pytest.param({"timeZone": "Mars/Base"}, "spec.timeZone", id="unknown time zone"),
+    pytest.param({"maxMissedRuns": 0}, "spec.maxMissedRuns", id="pydantic: maxMissedRuns 0"),
+    pytest.param(
+        {"concurrencyPolicy": "Sometimes"},
+        "spec.concurrencyPolicy",
+        id="pydantic: unknown concurrencyPolicy",
+    ),
+    pytest.param({"runAt": iso(T0)}, "runAt", id="pydantic: both schedule and runAt"),
+]
+
+
+@pytest.mark.parametrize(("overrides", "field_name"), INVALID)
+def test_an_invalid_spec_fires_nothing_and_is_reported_once(
+    overrides: dict[str, Any], field_name: str
+) -> None:
+    good = spec_body()
+    bad = spec_body(**overrides)
+    status = status_body(good, cursor=T0 - H)
+    first = run(schedule_body(bad, status), now=T0 + 5 * S)
+
+    assert first.creates == () and first.replace == () and first.prune == ()
+    assert first.status is not None
+    invalid = condition(first.status, "InvalidSpec")
+    assert invalid["status"] == "True"
+    assert field_name in invalid["message"]
+    ready = condition(first.status, "Ready")
+    assert ready["status"] == "False"
+    assert field_name in ready["message"]
+    assert "nextScheduleTime" not in first.status
+    warnings = [e for e in first.events if e.type == "Warning"]
+    assert [e.reason for e in warnings] == ["InvalidSpec"]
+    assert field_name in warnings[0].message
+
+    # Looked at again, with its own status: no second Event, nothing to write.
+    second = run(schedule_body(bad, first.status), now=T0 + M)
+    assert second.events == ()
+    assert second.status is None
+    assert second.creates == ()
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        pytest.param({"schedule": "0 0 30 2 *"}, id="Feb 30 never comes"),
+        pytest.param({"timeZone": "Mars/Base"}, id="unknown time zone"),
+        pytest.param({"maxMissedRuns": 0}, id="pydantic: maxMissedRuns 0"),
+        pytest.param({"runAt": iso(T0)}, id="pydantic: schedule and runAt"),
+    ],
+)
+@pytest.mark.parametrize("history", ["ran before", "invalid from creation"])
+def test_fixing_an_invalid_spec_fires_no_tick_of_the_invalid_period(
+    overrides: dict[str, Any], history: str
+) -> None:
+    good = spec_body(missedRunPolicy="RunAll")
+    bad = {**good, **overrides}
+    if history == "ran before":
+        created = T0 - 2 * H - 30 * M
+        status: dict[str, Any] | None = status_body(good, cursor=T0 - H)
+    else:
+        created = T0 - 30 * M
+        status = None
+
+    broken = run(schedule_body(bad, status, created=created), now=T0 + 5 * S)
+    assert broken.creates == ()
+    # Two hours pass while the spec is invalid; then the user fixes it.
+    for now in (T0 + H + 5 * S, T0 + 2 * H + 5 * S):
+        while_broken = run(schedule_body(bad, written(broken, status), created=created), now=now)
+        assert while_broken.creates == ()
+    fixed_at = T0 + 2 * H + 10 * S
+    fixed = run(schedule_body(good, written(broken, status), created=created), now=fixed_at)
+
+    assert fixed.creates == ()
+    assert fixed.status is not None
+    assert fixed.status["lastScheduledTime"] == iso(fixed_at)
+    assert fixed.status["nextScheduleTime"] == iso(T0 + 3 * H)
+    assert condition(fixed.status, "InvalidSpec")["status"] == "False"
+    assert condition(fixed.status, "Ready")["status"] == "True"
+    assert not [f for f in fixed.status.get("recentFirings", []) if f["outcome"] == "Missed"]
+    # And the next tick after the fix fires as usual.
+    nxt = run(schedule_body(good, fixed.status, created=created), now=T0 + 3 * H)
+    assert [c.name for c in nxt.creates] == [n(T0 + 3 * H)]
+
+
+def test_an_invalid_spec_ignores_other_schedules_and_keeps_a_claim_in_status() -> None:
+    good = spec_body()
+    bad = spec_body(schedule="0 0 30 2 *")
+    status = status_body(good, cursor=T0, in_flight=[T0])
+    decision = run(schedule_body(bad, status), [job(T0, schedule_uid=OTHER_UID)], now=T0 + M)
+    assert decision.creates == ()
+    assert decision.status is not None
+    # The claim is not dropped in silence: it is still there to be finished later.
+    assert [c["job"] for c in decision.status["inFlight"]] == [n(T0)]
+
+
+# -- other schedules' Jobs -------------------------------------------------------------
+
+
+def test_jobs_of_another_schedule_uid_are_ignored() -> None:
+    spec = spec_body(successfulJobsHistoryLimit=0, failedJobsHistoryLimit=0, **FORBID)
+    status = status_body(spec, cursor=T0 - H, firings=[(T0 - H, CREATED_)])
+    strangers = [
+        job(T0 - H, schedule_uid=OTHER_UID),  # running, same name as our last Job
+        job(T0 - 2 * H, DONE, schedule_uid=OTHER_UID),
+        job(T0 - 3 * H, BROKEN, schedule_uid=OTHER_UID),
+    ]
+    decision = run(schedule_body(spec, status), strangers, now=T0 + S)
+    assert [c.name for c in decision.creates] == [n(T0)]  # Forbid sees nothing running
+    assert decision.prune == ()
+    assert decision.replace == ()
+    assert decision.status is not None
+    assert [a["name"] for a in decision.status["active"]] == [n(T0)]
+    outcomes = {f["job"]: f["outcome"] for f in decision.status["recentFirings"]}
+    assert outcomes[n(T0 - H)] == "Created"  # not their Job's fate
+    assert "lastSuccessfulTime" not in decision.status
+
+
+def test_a_recovered_manual_claim_creates_the_same_job_body_as_the_first_attempt() -> None:
+    spec = spec_body()
+    triggered_at = T0 + 30 * M
+    first = run(
+        schedule_body(spec, status_body(spec, cursor=T0), trigger="req-1"),
+        [job(T0, DONE)],
+        now=triggered_at,
+    )
+    [original] = first.creates
+    # The create was lost (a crash, a 5xx): the next pass finishes the claim.
+    again = run(
+        schedule_body(spec, first.status, trigger="req-1"), [job(T0, DONE)], now=triggered_at + S
+    )
+    [recovered] = again.creates
+    assert recovered.name == original.name
+    assert recovered.manual
+    annotations = recovered.body["metadata"]["annotations"]
+    assert annotations.get("punctual.dev/trigger") == "req-1"
+
+
+def test_a_running_job_without_a_tick_annotation_does_not_make_every_pass_write() -> None:
+    spec = spec_body()
+    # A Job with our labels but no tick annotation (made by hand, or its annotation edited).
+    stray = JobSnapshot(
+        name=f"{NAME}-adhoc", uid="uid-adhoc", schedule_uid=UID, tick=None, state=ACTIVE
+    )
+    status = settle(spec, [stray], now=T0 + 5 * M, status=status_body(spec, cursor=T0))
+    later = run(schedule_body(spec, status), [stray], now=T0 + 6 * M)
+    assert later.status is None

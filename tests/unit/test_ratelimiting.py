@@ -1,0 +1,132 @@
+"""The client-side token bucket, on a fake monotonic clock with a fake sleep.
+
+The fake sleep records what it was asked and advances the fake clock by as much, so
+"the tenth request went out at 0.5 s" is asserted in no real time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import math
+
+import pytest
+
+from punctual.ratelimiting import RateLimiter
+
+
+class FakeTime:
+    def __init__(self, *, sleeping_advances_the_clock: bool = True) -> None:
+        self.now = 1000.0  # an arbitrary monotonic reading
+        self.sleeps: list[float] = []
+        self._advance = sleeping_advances_the_clock
+
+    def clock(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        if self._advance:
+            self.now += seconds
+        await asyncio.sleep(0)
+
+
+def limiter(time: FakeTime, *, qps: float, burst: int) -> RateLimiter:
+    return RateLimiter(qps, burst, clock=time.clock, sleep=time.sleep)
+
+
+async def times_of(limiter: RateLimiter, time: FakeTime, count: int) -> list[float]:
+    """Acquire `count` times one after another; when (since start) each one went out."""
+    start = time.now
+    out = []
+    for _ in range(count):
+        await limiter.acquire()
+        out.append(round(time.now - start, 9))
+    return out
+
+
+async def test_a_burst_goes_through_without_sleeping() -> None:
+    time = FakeTime()
+    bucket = limiter(time, qps=10, burst=5)
+    assert await times_of(bucket, time, 5) == [0.0] * 5
+    assert time.sleeps == []
+
+
+async def test_after_the_burst_requests_are_spaced_one_over_qps_apart() -> None:
+    time = FakeTime()
+    bucket = limiter(time, qps=10, burst=5)
+    sent = await times_of(bucket, time, 10)
+    assert sent == [0.0] * 5 + [0.1, 0.2, 0.3, 0.4, 0.5]
+    assert time.sleeps == pytest.approx([0.1] * 5)
+
+
+async def test_a_long_run_averages_to_qps() -> None:
+    time = FakeTime()
+    bucket = limiter(time, qps=50, burst=10)
+    sent = await times_of(bucket, time, 100)
+    # The burst is free; the other 90 take 90 / 50 s.
+    assert sent[-1] == pytest.approx(90 / 50)
+    gaps = [b - a for a, b in itertools.pairwise(sent[10:])]
+    assert gaps == pytest.approx([1 / 50] * len(gaps))
+
+
+async def test_concurrent_callers_at_one_instant_are_queued_one_over_qps_apart() -> None:
+    # All callers arrive before any sleep ends (the clock does not move meanwhile):
+    # each waits for its own turn, not all for the same one.
+    time = FakeTime(sleeping_advances_the_clock=False)
+    bucket = limiter(time, qps=4, burst=2)
+    await asyncio.gather(*(bucket.acquire() for _ in range(6)))
+    assert sorted(time.sleeps) == pytest.approx([0.25, 0.5, 0.75, 1.0])
+
+
+async def test_an_idle_bucket_refills_but_never_beyond_the_burst() -> None:
+    time = FakeTime()
+    bucket = limiter(time, qps=10, burst=3)
+    await times_of(bucket, time, 3)
+    time.now += 3600  # an idle hour is worth 3 tokens, not 36000
+    time.sleeps.clear()
+    sent = await times_of(bucket, time, 4)
+    assert sent == [0.0, 0.0, 0.0, 0.1]
+    assert time.sleeps == pytest.approx([0.1])
+
+
+async def test_a_partly_refilled_bucket_waits_only_for_the_missing_fraction() -> None:
+    time = FakeTime()
+    bucket = limiter(time, qps=10, burst=3)
+    await times_of(bucket, time, 3)
+    time.now += 0.25  # 2.5 tokens back
+    time.sleeps.clear()
+    sent = await times_of(bucket, time, 3)
+    assert sent == [0.0, 0.0, 0.05]
+    assert time.sleeps == pytest.approx([0.05])
+
+
+async def test_requests_at_exactly_qps_never_wait() -> None:
+    time = FakeTime()
+    bucket = limiter(time, qps=5, burst=1)
+    for _ in range(50):
+        await bucket.acquire()
+        time.now += 0.2
+    assert time.sleeps == []
+
+
+async def test_the_bucket_starts_full_when_it_is_made() -> None:
+    time = FakeTime()
+    bucket = limiter(time, qps=1, burst=2)
+    time.now += 100
+    assert await times_of(bucket, time, 3) == [0.0, 0.0, 1.0]
+
+
+@pytest.mark.parametrize(
+    ("qps", "burst"),
+    [(0, 1), (-1.0, 10), (10, 0), (10, -3), (0, 0)],
+    ids=["qps 0", "negative qps", "burst 0", "negative burst", "both 0"],
+)
+def test_invalid_qps_or_burst_raise(qps: float, burst: int) -> None:
+    with pytest.raises(ValueError, match="qps"):
+        RateLimiter(qps, burst, clock=lambda: 0.0)
+
+
+def test_a_qps_that_is_not_a_number_raises() -> None:
+    with pytest.raises(ValueError, match="qps"):
+        RateLimiter(math.nan, 10, clock=lambda: 0.0)
