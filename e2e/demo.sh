@@ -22,8 +22,8 @@ then
   .venv/bin/python e2e/localcluster.py up --state-dir "$state"
 fi
 
-"${kubectl[@]}" apply -f crds/cronschedules.punctual.dev.yaml >/dev/null
-"${kubectl[@]}" wait --for=condition=Established --timeout=60s crd/cronschedules.punctual.dev >/dev/null
+"${kubectl[@]}" apply -f crds/cronschedules.punctual.dev.yaml -f crds/fences.punctual.dev.yaml >/dev/null
+"${kubectl[@]}" wait --for=condition=Established --timeout=60s crd/cronschedules.punctual.dev crd/fences.punctual.dev >/dev/null
 
 if [ -f "$state/operator.pid" ] && kill -0 "$(cat "$state/operator.pid")" 2>/dev/null; then
   echo "operator already running (pid $(cat "$state/operator.pid"))"

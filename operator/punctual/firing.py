@@ -46,6 +46,10 @@ logger = logging.getLogger(__name__)
 Body = dict[str, Any]
 
 
+# The message prefix of the ValidatingAdmissionPolicy in crds/fencing.punctual.dev.yaml.
+FENCED = "punctual fencing"
+
+
 class NotLeader(Exception):
     """This replica may not write now."""
 
@@ -146,6 +150,13 @@ class Firer:
                     "%s/%s: creating Job %s: %s (will retry)", namespace, name, create.name, error
                 )
             except ApiError as error:
+                if error.status == 403 and FENCED in error.message:
+                    # The API server's fence saw an epoch other than the Lease's: either this
+                    # replica lost its Lease (it will stop), or the server has not yet seen
+                    # our takeover. Never a failed firing: the claim stays in flight.
+                    applied.pending.append(create.name)
+                    logger.warning("%s/%s: %s", namespace, name, error.message)
+                    continue
                 applied.failed[create.name] = (
                     f"the API server rejected Job {create.name}: {error.message}"
                 )

@@ -45,6 +45,9 @@ class LeaseConfig:
     lease_duration: float = 15.0
     renew_deadline: float = 10.0
     retry_period: float = 2.0
+    # A Fence (crds/fences.punctual.dev.yaml) beside the Lease holding {holder, epoch}:
+    # the parameter of the API server's fencing policy. None: no fence.
+    fence: str | None = "punctual-fence"
 
     def __post_init__(self) -> None:
         if not 0 < self.retry_period < self.renew_deadline < self.lease_duration:
@@ -88,6 +91,7 @@ class LeaderElector:
         self._observed: tuple[Any, ...] | None = None
         self._observed_at = float("-inf")
         self._expires_in: float | None = None  # seconds until the holder's Lease expires
+        self._fenced: int | None = None  # the epoch the fence ConfigMap was raised to
         self._poked = asyncio.Event()
         self.changed = asyncio.Event()  # set whenever leadership starts or stops
 
@@ -98,7 +102,9 @@ class LeaderElector:
 
     def is_leader(self) -> bool:
         """True only while the last renewal is fresh enough that nobody else can hold the Lease."""
-        return self.epoch is not None and self._clock() < self._valid_until
+        if self.epoch is None or self._clock() >= self._valid_until:
+            return False
+        return self.config.fence is None or self._fenced == self.epoch
 
     def poke(self) -> None:
         """Try again now (e.g. the Lease was seen released)."""
@@ -111,7 +117,7 @@ class LeaderElector:
         try:
             lease = await self.api.get(self.path)
         except NotFound:
-            return self._settle(await self._create(started), was_leader)
+            return self._settle(await self._fence(await self._create(started)), was_leader)
         except ApiError as error:
             logger.warning("reading Lease %s failed: %s", self.config.name, error)
             return self._settle(None, was_leader)
@@ -126,12 +132,12 @@ class LeaderElector:
 
         if holder == self.config.identity:
             epoch = transitions if self.epoch is None else self.epoch
-            return self._settle(await self._write(lease, started, epoch, take=False), was_leader)
+            renewed = await self._write(lease, started, epoch, take=False)
+            return self._settle(await self._fence(renewed), was_leader)
         expired = self._expired(spec, started, duration)
         if holder == "" or expired:
-            return self._settle(
-                await self._write(lease, started, transitions + 1, take=True), was_leader
-            )
+            taken = await self._write(lease, started, transitions + 1, take=True)
+            return self._settle(await self._fence(taken), was_leader)
         self.epoch = None
         return self._settle(None, was_leader)
 
@@ -202,6 +208,49 @@ class LeaderElector:
             logger.warning("renewing Lease %s failed: %s", self.config.name, error)
             return self.epoch if self.is_leader() else None
         self._valid_until = started + self.config.renew_deadline
+        return epoch
+
+    async def _fence(self, epoch: int | None) -> int | None:
+        """Raise the Fence to `epoch` before this replica writes anything.
+
+        The fence only moves up, and every write of it carries the resourceVersion it
+        read: a leader that lost its Lease can neither lower it nor pass it. Until it is
+        raised, `is_leader()` stays False, so a replica without the permission to write
+        it never fires (and says why).
+        """
+        name = self.config.fence
+        if epoch is None or name is None or self._fenced == epoch:
+            return epoch
+        path = f"/apis/punctual.dev/v1/namespaces/{self.config.namespace}/fences"
+        spec = {"holder": self.config.identity, "epoch": epoch}
+        try:
+            try:
+                current = await self.api.get(f"{path}/{name}")
+            except NotFound:
+                await self.api.create(
+                    path,
+                    {
+                        "apiVersion": "punctual.dev/v1",
+                        "kind": "Fence",
+                        "metadata": {"name": name, "namespace": self.config.namespace},
+                        "spec": spec,
+                    },
+                )
+            else:
+                raised = int((current.get("spec") or {}).get("epoch", -1))
+                if raised > epoch:
+                    logger.warning("fence %s is at epoch %d, above ours (%d)", name, raised, epoch)
+                    return None
+                await self.api.replace(f"{path}/{name}", {**current, "spec": spec})
+        except (AlreadyExists, Conflict):
+            return epoch  # someone else moved it: try again next round, not leading yet
+        except ApiError as error:
+            logger.error(
+                "cannot raise fence ConfigMap %s/%s: %s", self.config.namespace, name, error
+            )
+            return epoch
+        self._fenced = epoch
+        logger.info("raised fence %s to epoch %d", name, epoch)
         return epoch
 
     def _settle(self, epoch: int | None, was_leader: bool) -> bool:

@@ -117,6 +117,13 @@ def add_run_command(subparsers: Any) -> None:
         help="log level [PUNCTUAL_LOG_LEVEL]",
     )
     add(
+        "--fence",
+        default=os.environ.get("PUNCTUAL_FENCE", "punctual-fence"),
+        help="name of the Fence (crds/fences.punctual.dev.yaml) beside the Lease that a new "
+        "leader raises to its epoch before writing, for the API server's fencing policy; "
+        "an empty value disables it [PUNCTUAL_FENCE]",
+    )
+    add(
         "--log-format",
         default=_env_or("PUNCTUAL_LOG_FORMAT", "text"),
         choices=["text", "json"],
@@ -149,6 +156,7 @@ def _run(arguments: argparse.Namespace, context: _Context) -> int:
         burst=arguments.burst,
         log_level=arguments.log_level,
         log_format=arguments.log_format,
+        fence=arguments.fence or None,
         metrics_port=arguments.metrics_port or None,
     )
     try:

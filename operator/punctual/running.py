@@ -67,6 +67,7 @@ class Options:
     log_level: str = "INFO"
     log_format: str = "text"  # or "json"
     metrics_port: int | None = 8080  # None: no HTTP endpoint
+    fence: str | None = "punctual-fence"  # None: no Fence for the admission policy
 
 
 class JsonFormatter(logging.Formatter):
@@ -133,6 +134,7 @@ class Operator:
                 lease_duration=options.lease_duration,
                 renew_deadline=options.renew_deadline,
                 retry_period=options.retry_period,
+                fence=options.fence,
             ),
             wall=clock,
         )

@@ -129,13 +129,19 @@ async def namespace(api: KubeClient) -> AsyncIterator[str]:
 
 
 CRD_FILE = REPO / "crds" / "cronschedules.punctual.dev.yaml"
+FENCE_CRD_FILE = REPO / "crds" / "fences.punctual.dev.yaml"
 
 
 @pytest.fixture(scope="session")
 def crd(cluster: Cluster) -> Cluster:
-    """The CronSchedule CRD, applied from crds/ and Established."""
-    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD_FILE))
+    """Punctual's CRDs (CronSchedule, Fence), applied from crds/ and Established."""
+    for path in (CRD_FILE, FENCE_CRD_FILE):
+        cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(path))
     cluster.kubectl(
-        "wait", "--for=condition=Established", "--timeout=60s", "crd/cronschedules.punctual.dev"
+        "wait",
+        "--for=condition=Established",
+        "--timeout=60s",
+        "crd/cronschedules.punctual.dev",
+        "crd/fences.punctual.dev",
     )
     return cluster
