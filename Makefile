@@ -7,6 +7,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 CLUSTER_DIR := .cluster
 KUBECTL := $(CLUSTER_DIR)/bin/kubectl
+HELM := $(CLUSTER_DIR)/bin/helm
+IMAGE ?= punctual:dev
 export KUBECONFIG_LOCAL := $(abspath $(CLUSTER_DIR)/kubeconfig)
 
 .PHONY: help
@@ -42,6 +44,22 @@ cluster-down: ## Stop the processes cluster-up started and remove their state
 .PHONY: demo
 demo: venv binaries ## Start the local control plane and the operator, apply a sample, watch Jobs appear
 	e2e/demo.sh
+
+.PHONY: image
+image: ## Build the operator image (needs Docker); tag with IMAGE=..., default punctual:dev
+	docker build -f operator/Dockerfile -t $(IMAGE) .
+
+.PHONY: e2e-kind
+e2e-kind: venv ## e2e suite on a kind cluster with the chart installed (needs Docker and kind)
+	e2e/kind/run.sh
+
+.PHONY: helm-lint
+helm-lint: binaries ## helm lint and template the chart in both RBAC modes, with and without monitoring
+	$(HELM) lint --strict charts/punctual
+	$(HELM) lint --strict charts/punctual --set 'watchNamespaces={team-a,team-b}' \
+	  --set serviceMonitor.enabled=true --set prometheusRule.enabled=true --set dashboard.enabled=true
+	$(HELM) template punctual charts/punctual --include-crds >/dev/null
+	$(HELM) template punctual charts/punctual --include-crds --set 'watchNamespaces={team-a}' >/dev/null
 
 .PHONY: lint
 lint: venv ## ruff (lint and format) and mypy --strict

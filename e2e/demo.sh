@@ -28,7 +28,7 @@ fi
 if [ -f "$state/operator.pid" ] && kill -0 "$(cat "$state/operator.pid")" 2>/dev/null; then
   echo "operator already running (pid $(cat "$state/operator.pid"))"
 else
-  KUBECONFIG="$state/kubeconfig" nohup .venv/bin/punctual run --lease-namespace default \
+  KUBECONFIG="$state/kubeconfig" nohup .venv/bin/punctual run --namespace default --lease-namespace default \
     --metrics-port "${PUNCTUAL_METRICS_PORT:-18080}" >"$state/operator.log" 2>&1 &
   echo $! >"$state/operator.pid"
   echo "operator started (pid $!, log $state/operator.log, metrics on :${PUNCTUAL_METRICS_PORT:-18080})"

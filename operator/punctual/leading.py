@@ -91,7 +91,7 @@ class LeaderElector:
         self._observed: tuple[Any, ...] | None = None
         self._observed_at = float("-inf")
         self._expires_in: float | None = None  # seconds until the holder's Lease expires
-        self._fenced: int | None = None  # the epoch the fence ConfigMap was raised to
+        self._fenced: int | None = None  # the epoch the Fence was raised to
         self._poked = asyncio.Event()
         self.changed = asyncio.Event()  # set whenever leadership starts or stops
 
@@ -245,9 +245,7 @@ class LeaderElector:
         except (AlreadyExists, Conflict):
             return epoch  # someone else moved it: try again next round, not leading yet
         except ApiError as error:
-            logger.error(
-                "cannot raise fence ConfigMap %s/%s: %s", self.config.namespace, name, error
-            )
+            logger.error("cannot raise Fence %s/%s: %s", self.config.namespace, name, error)
             return epoch
         self._fenced = epoch
         logger.info("raised fence %s to epoch %d", name, epoch)

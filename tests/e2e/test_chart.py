@@ -1,15 +1,16 @@
 """The Helm chart against the real control plane: it renders, installs, and its RBAC is enough.
 
 `helm lint` and `helm template` must pass in both RBAC modes, with and without the
-monitoring extras, and the chart's CRD must be the one in crds/. Installed charts are
-judged by what a platform team relies on: the operator, run as a local process with
-nothing but a token of the chart's ServiceAccount (TokenRequest API), fires a schedule
-with no 403 in its log; `kubectl auth can-i` shows what the account may not do; the
-built-in `edit` and `view` roles pick up CronSchedules through aggregation.
+monitoring extras; bad values must be refused; the chart's crds/ must be crds/, byte for
+byte. Installed charts are judged by what a platform team relies on: the operator, run as
+a local process with nothing but a token of the chart's ServiceAccount (TokenRequest API),
+fires a schedule through the chart's fencing binding with no 403 in its log; `kubectl auth
+can-i` shows what the account may not do; the built-in admin, edit and view roles pick up
+CronSchedules through aggregation.
 
-kwok's fake nodes "run" the Deployment's pods without an image, so nothing else
-competes with the local operator for the Lease. On a real cluster (the kind path) the
-image tag below is never pulled, for the same reason.
+kwok's fake nodes "run" the Deployment's pods without an image, so nothing competes with
+the local operator for the Lease; on a real cluster (the kind path) the image tag below is
+never pulled, for the same reason.
 """
 
 from __future__ import annotations
@@ -33,13 +34,13 @@ from typing import Any
 import pytest
 import yaml
 
-from .conftest import CRD_FILE, REPO, Cluster
+from .conftest import REPO, Cluster
 from .operators import wait_until
 
 pytestmark = pytest.mark.e2e
 
 CHART = REPO / "charts" / "punctual"
-CHART_CRD = CHART / "crds" / "cronschedules.punctual.dev.yaml"
+API_FILES = sorted((REPO / "crds").glob("*.yaml"))  # the CRDs and the fencing policy
 NOT_RUN = ("--set", "image.tag=e2e-never-pulled", "--set", "image.pullPolicy=Never")
 MONITORING = (
     "--set",
@@ -322,12 +323,25 @@ def test_lint_and_template_pass_in_every_mode(values: tuple[str, ...]) -> None:
     assert all(c["labelSelector"]["matchLabels"] for c in pod["topologySpreadConstraints"])
     assert find(docs, "PodDisruptionBudget")[0]["spec"]["minAvailable"] == 1
     assert find(docs, "ServiceAccount") and find(docs, "Service")
-    assert len(find(docs, "CustomResourceDefinition")) == 1
+    crds = {d["metadata"]["name"] for d in find(docs, "CustomResourceDefinition")}
+    assert crds == {"cronschedules.punctual.dev", "fences.punctual.dev"}
+    [binding] = find(docs, "ValidatingAdmissionPolicyBinding")
+    assert (
+        binding["spec"]["policyName"]
+        == find(docs, "ValidatingAdmissionPolicy")[0]["metadata"]["name"]
+    )
+    assert binding["spec"]["paramRef"] == {
+        "name": "punctual-fence",
+        "namespace": "ops",
+        "parameterNotFoundAction": "Deny",
+    }
 
     [lease_role] = find(docs, "Role", "punctual-leader-election")
     assert lease_role["metadata"]["namespace"] == "ops"
+    names = {"leases": ["punctual-leader"], "fences": ["punctual-fence"]}
     for rule in lease_role["rules"]:
-        assert rule.get("resourceNames") == ["punctual-leader"] or rule["verbs"] == ["create"]
+        [resource] = rule["resources"]
+        assert rule.get("resourceNames") == names[resource] or rule["verbs"] == ["create"]
 
     [edit] = find(docs, "ClusterRole", "punctual-edit")
     [view] = find(docs, "ClusterRole", "punctual-view")
@@ -345,11 +359,14 @@ def test_lint_and_template_pass_in_every_mode(values: tuple[str, ...]) -> None:
         [discovery] = find(docs, "ClusterRole", "punctual-discovery")
         assert {verb for _, _, verb in rules_text(discovery)} == {"list", "watch"}
         assert not find(docs, "ClusterRole", "punctual")
+        [selector] = binding["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"]
+        assert selector["values"] == ["team-a", "team-b"]
     else:
         [cluster_role] = find(docs, "ClusterRole", "punctual")
         assert writes in rules_text(cluster_role)
         assert "PUNCTUAL_NAMESPACES" not in env
         assert not find(docs, "Role", "punctual")
+        assert binding["spec"]["matchResources"]["namespaceSelector"] == {}
     assert not any(
         resource == "secrets"
         for role in find(docs, "Role") + find(docs, "ClusterRole")
@@ -399,16 +416,24 @@ def test_bad_values_are_refused(values: tuple[str, ...], error: str) -> None:
     assert error in out.stderr
 
 
-def test_the_chart_ships_the_crd_of_crds(tmp_path: Path) -> None:
-    assert CHART_CRD.read_bytes() == CRD_FILE.read_bytes()
-    [rendered] = find(render("--include-crds"), "CustomResourceDefinition")
-    assert rendered == yaml.safe_load(CRD_FILE.read_text())
+def test_the_chart_ships_the_api_of_crds(tmp_path: Path) -> None:
+    """crds/ is the single source of truth: the chart's crds/ has the same files, byte for
+    byte (symbolic links that helm follows), and helm renders and packages them as they are."""
+    chart_files = sorted((CHART / "crds").glob("*.yaml"))
+    assert [p.name for p in chart_files] == [p.name for p in API_FILES]
+    for ours, theirs in zip(chart_files, API_FILES, strict=True):
+        assert ours.read_bytes() == theirs.read_bytes(), ours.name
+    rendered = {(d["kind"], d["metadata"]["name"]): d for d in render("--include-crds")}
+    for path in API_FILES:
+        for doc in yaml.safe_load_all(path.read_text()):
+            assert rendered[doc["kind"], doc["metadata"]["name"]] == doc, path.name
     helm(None, "package", str(CHART), "--destination", str(tmp_path))
     [package] = tmp_path.glob("punctual-*.tgz")
     with tarfile.open(package) as archive:
-        member = archive.extractfile("punctual/crds/cronschedules.punctual.dev.yaml")
-        assert member is not None
-        assert member.read() == CRD_FILE.read_bytes()
+        for path in API_FILES:
+            member = archive.extractfile(f"punctual/crds/{path.name}")
+            assert member is not None
+            assert member.read() == path.read_bytes(), path.name
 
 
 # -- installed ----------------------------------------------------------------------
@@ -488,6 +513,13 @@ def test_namespaced_install_fires_with_only_the_charts_permissions(
                 str(port),
             ) as proc:
                 wait_until(fired, 30, what="a Job created by the operator as the account")
+                fence = json.loads(
+                    crd.kubectl(
+                        "get", "fence", "punctual-fence", "-n", namespace, "-o", "json"
+                    ).stdout
+                )
+                assert fence["spec"]["holder"] == "chart-test"
+                crd.kubectl("get", "validatingadmissionpolicybinding", f"{release}-fencing")
                 if crd.audit_log is not None:
                     # Every kind of write it makes was let through (a Job deleted by
                     # history clean-up, too), as the API server saw it.
@@ -511,7 +543,9 @@ def test_namespaced_install_fires_with_only_the_charts_permissions(
 def test_all_namespaces_install_watches_everything_and_nothing_more(
     crd: Cluster, namespace: str, tmp_path: Path
 ) -> None:
-    with installed(crd, namespace) as release:
+    # Fencing off: its binding would match every namespace and deny the Jobs of every other
+    # test's operator on a shared cluster (their Fence is not this release's).
+    with installed(crd, namespace, "--set", "fencing.enabled=false") as release:
         account = release
         crd.kubectl("get", "clusterrole,clusterrolebinding", release)
         crd.kubectl("get", "deployment,serviceaccount", release, "-n", namespace)

@@ -1,0 +1,121 @@
+{{/* The chart's name, or nameOverride. */}}
+{{- define "punctual.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* The release's object names: "<release>-punctual", or the release name if it says punctual. */}}
+{{- define "punctual.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "punctual.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "punctual.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "punctual.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "punctual.labels" -}}
+helm.sh/chart: {{ include "punctual.chart" . }}
+{{ include "punctual.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: punctual
+{{- end }}
+
+{{- define "punctual.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "punctual.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "punctual.leaseName" -}}
+{{- default (printf "%s-leader" (include "punctual.fullname" .)) .Values.leaderElection.leaseName }}
+{{- end }}
+
+{{/* The Fence the leader raises beside its Lease (the operator's name for it). */}}
+{{- define "punctual.fenceName" -}}
+punctual-fence
+{{- end }}
+
+{{/* The fencing ValidatingAdmissionPolicy, from crds/fencing.punctual.dev.yaml. */}}
+{{- define "punctual.fencingPolicyName" -}}
+punctual-fencing.punctual.dev
+{{- end }}
+
+{{- define "punctual.metricsServiceName" -}}
+{{- printf "%s-metrics" (include "punctual.fullname" . | trunc 55 | trimSuffix "-") }}
+{{- end }}
+
+{{- define "punctual.image" -}}
+{{- $tag := default .Chart.AppVersion .Values.image.tag }}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" .Values.image.repository $tag }}
+{{- end }}
+{{- end }}
+
+{{/* PromQL: this release's series, by the ServiceMonitor's job label. With honorLabels a
+per-schedule series keeps its schedule's namespace label, so only the job is matched. */}}
+{{- define "punctual.promJob" -}}
+job="{{ include "punctual.metricsServiceName" . }}"
+{{- end }}
+
+{{/* PromQL: this release's pods' own series (no namespace label of their own). */}}
+{{- define "punctual.promPods" -}}
+{{ include "punctual.promJob" . }},namespace="{{ .Release.Namespace }}"
+{{- end }}
+
+{{/* Values that the schema cannot check. */}}
+{{- define "punctual.validate" -}}
+{{- $le := .Values.leaderElection }}
+{{- if ge (float64 $le.renewDeadline) (float64 $le.leaseDuration) }}
+{{- fail "leaderElection.renewDeadline must be less than leaderElection.leaseDuration" }}
+{{- end }}
+{{- if ge (float64 $le.retryPeriod) (float64 $le.renewDeadline) }}
+{{- fail "leaderElection.retryPeriod must be less than leaderElection.renewDeadline" }}
+{{- end }}
+{{- if ne (len .Values.watchNamespaces) (len (uniq .Values.watchNamespaces)) }}
+{{- fail "watchNamespaces lists a namespace twice" }}
+{{- end }}
+{{- end }}
+
+{{/* The operator's rules on the namespaced resources it manages (in a Role or ClusterRole). */}}
+{{- define "punctual.scheduleRules" -}}
+# Watched by every replica (kopf keeps them in in-memory indices); get re-reads after a 409.
+- apiGroups: [punctual.dev]
+  resources: [cronschedules]
+  verbs: [get, list, watch]
+# The leader's fenced claims: PUT of the status subresource with a resourceVersion.
+- apiGroups: [punctual.dev]
+  resources: [cronschedules/status]
+  verbs: [update]
+# Jobs carry an ownerReference with blockOwnerDeletion: true, which needs this where the
+# OwnerReferencesPermissionEnforcement admission plugin is on.
+- apiGroups: [punctual.dev]
+  resources: [cronschedules/finalizers]
+  verbs: [update]
+# Watched by every replica; the leader creates one per tick, reads one back on 409
+# AlreadyExists, and deletes them for history limits and concurrencyPolicy Replace.
+- apiGroups: [batch]
+  resources: [jobs]
+  verbs: [get, list, watch, create, delete]
+# An Event for every decision (Created, Skipped, Missed, Replaced, ...).
+- apiGroups: [""]
+  resources: [events]
+  verbs: [create]
+{{- end }}
