@@ -126,6 +126,8 @@ def main(argv: Sequence[str] | None = None, *, context: Context | None = None) -
     except CliError as error:
         print(f"punctual: {error}", file=context.stderr)
         return EXIT_USAGE
+    except BrokenPipeError:  # `punctual history ... | head`: the reader had enough
+        return EXIT_OK
 
 
 def _add_zone_and_uid(parser: argparse.ArgumentParser) -> None:

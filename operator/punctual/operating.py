@@ -15,7 +15,11 @@ import argparse
 import asyncio
 import os
 import secrets
-from typing import Any, Protocol, TextIO
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Protocol, TextIO
+
+if TYPE_CHECKING:
+    from punctual.kubeapi import KubeClient
 
 
 class _Context(Protocol):
@@ -185,49 +189,63 @@ def add_trigger_command(subparsers: Any) -> None:
         "setting its punctual.dev/trigger annotation to a new request id. The firing is "
         "recorded in status.recentFirings like any other.",
     )
-    parser.add_argument("name", metavar="NAME")
-    parser.add_argument(
-        "--namespace", "-n", default=None, help="the kubeconfig's namespace if unset"
-    )
-    parser.add_argument("--kubeconfig", default=_env("KUBECONFIG"))
+    _add_schedule_arguments(parser)
     parser.set_defaults(handler=_trigger)
 
 
 def _trigger(arguments: argparse.Namespace, context: _Context) -> int:
     from punctual.clocks import SystemClock
     from punctual.deciding import TRIGGER_ANNOTATION
+    from punctual.models import format_time
+
+    request = f"{format_time(SystemClock().now().replace(microsecond=0))}-{secrets.token_hex(3)}"
+    patch = {"metadata": {"annotations": {TRIGGER_ANNOTATION: request}}}
+    done = _on_schedule(arguments, context, lambda api, path: api.patch(path, patch))
+    if done is None:
+        return 1
+    meta = done["metadata"]
+    print(
+        f"cronschedule {meta['namespace']}/{meta['name']} triggered (request {request})",
+        file=context.stdout,
+    )
+    return 0
+
+
+def _add_schedule_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("name", metavar="NAME")
+    parser.add_argument(
+        "--namespace", "-n", default=None, help="the kubeconfig's namespace if unset"
+    )
+    parser.add_argument("--kubeconfig", default=_env("KUBECONFIG"))
+
+
+def _on_schedule(
+    arguments: argparse.Namespace,
+    context: _Context,
+    action: Callable[[KubeClient, str], Awaitable[dict[str, Any]]],
+) -> dict[str, Any] | None:
+    """Run `action(api, path)` on the CronSchedule NAME; None (said why) if it failed."""
     from punctual.firing import schedule_path
     from punctual.kubeapi import ApiError, KubeClient, NotFound, load_credentials
-    from punctual.models import format_time
 
     try:
         credentials = load_credentials(arguments.kubeconfig)
     except (OSError, KeyError, ValueError) as error:
         print(f"punctual: cannot load credentials: {error}", file=context.stderr)
-        return 1
+        return None
     namespace = arguments.namespace or credentials.namespace
-    request = f"{format_time(SystemClock().now().replace(microsecond=0))}-{secrets.token_hex(3)}"
 
-    async def patch() -> None:
+    async def run() -> dict[str, Any]:
         async with KubeClient(credentials) as api:
-            await api.patch(
-                schedule_path(namespace, arguments.name),
-                {"metadata": {"annotations": {TRIGGER_ANNOTATION: request}}},
-            )
+            return await action(api, schedule_path(namespace, arguments.name))
 
     try:
-        asyncio.run(patch())
+        return asyncio.run(run())
     except NotFound:
         print(f"punctual: cronschedule {namespace}/{arguments.name} not found", file=context.stderr)
-        return 1
     except ApiError as error:
         print(f"punctual: {error}", file=context.stderr)
-        return 1
-    print(
-        f"cronschedule {namespace}/{arguments.name} triggered (request {request})",
-        file=context.stdout,
-    )
-    return 0
+    return None
 
 
 def add_history_command(subparsers: Any) -> None:
@@ -237,36 +255,13 @@ def add_history_command(subparsers: Any) -> None:
         description="Show the recent firings of CronSchedule NAME, newest first: each tick, "
         "its Job, what became of it and why, and the leader epoch that decided it.",
     )
-    parser.add_argument("name", metavar="NAME")
-    parser.add_argument(
-        "--namespace", "-n", default=None, help="the kubeconfig's namespace if unset"
-    )
-    parser.add_argument("--kubeconfig", default=_env("KUBECONFIG"))
+    _add_schedule_arguments(parser)
     parser.set_defaults(handler=_history)
 
 
 def _history(arguments: argparse.Namespace, context: _Context) -> int:
-    from punctual.firing import schedule_path
-    from punctual.kubeapi import ApiError, KubeClient, NotFound, load_credentials
-
-    try:
-        credentials = load_credentials(arguments.kubeconfig)
-    except (OSError, KeyError, ValueError) as error:
-        print(f"punctual: cannot load credentials: {error}", file=context.stderr)
-        return 1
-    namespace = arguments.namespace or credentials.namespace
-
-    async def read() -> dict[str, Any]:
-        async with KubeClient(credentials) as api:
-            return await api.get(schedule_path(namespace, arguments.name))
-
-    try:
-        body = asyncio.run(read())
-    except NotFound:
-        print(f"punctual: cronschedule {namespace}/{arguments.name} not found", file=context.stderr)
-        return 1
-    except ApiError as error:
-        print(f"punctual: {error}", file=context.stderr)
+    body = _on_schedule(arguments, context, lambda api, path: api.get(path))
+    if body is None:
         return 1
     status = body.get("status") or {}
     rows = [("TICK", "JOB", "OUTCOME", "EPOCH", "REASON")]
