@@ -105,13 +105,13 @@ def add_run_command(subparsers: Any) -> None:
     add(
         "--qps",
         type=float,
-        default=float(_env_or("PUNCTUAL_QPS", "50")),
+        default=float(_env_or("PUNCTUAL_QPS", "200")),
         help="sustained API writes per second [PUNCTUAL_QPS]",
     )
     add(
         "--burst",
         type=int,
-        default=int(_env_or("PUNCTUAL_BURST", "100")),
+        default=int(_env_or("PUNCTUAL_BURST", "400")),
         help="API writes allowed in a burst above --qps [PUNCTUAL_BURST]",
     )
     add(

@@ -35,8 +35,8 @@ JOBS_INDEX = "punctual_jobs"
 def make_registry(
     *,
     credentials: Credentials,
-    on_schedule: Callable[[Key], None],
-    on_job: Callable[[Key], None],
+    on_schedule: Callable[[Key, str | None], None],
+    on_job: Callable[[Key, str, JobSnapshot | None], None],
 ) -> kopf.OperatorRegistry:
     """A private kopf registry with Punctual's indices and event handlers."""
     registry = kopf.OperatorRegistry()
@@ -78,11 +78,14 @@ def make_registry(
 
     @kopf.on.event("punctual.dev", "v1", "cronschedules", registry=registry)
     def schedule_changed(**event: Any) -> None:
-        on_schedule((event["namespace"], event["name"]))
+        meta = event["body"].get("metadata", {})
+        on_schedule((event["namespace"], event["name"]), meta.get("resourceVersion"))
 
     @kopf.on.event("batch", "v1", "jobs", labels={LABEL_SCHEDULE: kopf.PRESENT}, registry=registry)
     def job_changed(**event: Any) -> None:
-        on_job((event["namespace"], event["labels"][LABEL_SCHEDULE]))
+        gone = event["type"] == "DELETED"
+        job = None if gone else JobSnapshot.from_body(event["body"])
+        on_job((event["namespace"], event["labels"][LABEL_SCHEDULE]), event["uid"], job)
 
     return registry
 
