@@ -100,6 +100,9 @@ class Decision:
     # the shell may leave it to the next claim if that comes soon, saving one write per
     # firing. History clean-up (prune) needs no status write and still happens now.
     deferrable: bool = False
+    # The only change: claims whose Jobs are now seen leave inFlight. Never worth a write
+    # of its own; the next write carries it (and recovery finds the Jobs meanwhile).
+    only_resolves_claims: bool = False
     # For metrics, counted once the status that records them is written.
     missed: int = 0
     skipped: tuple[tuple[str, int], ...] = ()  # (reason, count)
@@ -242,11 +245,16 @@ def decide(
     # 7. History: keep the newest finished Jobs, never one whose tick is in flight.
     replaced = {j.name for j in replace}
     prune = _prune(spec, ours, keep={c.job for c in in_flight} | replaced)
+    # Pruning the Job of a claim that is in flight as *written* needs this status written
+    # first (the shell writes it before pruning), or a new leader reading the old status
+    # would create the Job again: such a decision is never deferred.
+    prune_needs_status = any(job.name in {c.job for c in old.in_flight} for job in prune)
 
     # 8. Status: what happened, newest first, and what is running now.
     creating = {name: tick for name, tick, _, _ in creates}
     active = [
-        ActiveJob(name=j.name, tick=j.tick or j.created or _EPOCH, uid=j.uid)
+        # No uid: the claim cannot know it, and seeing the Job must not change the entry.
+        ActiveJob(name=j.name, tick=j.tick or j.created or _EPOCH)
         for j in live
         if j.name not in replaced
     ]
@@ -287,8 +295,9 @@ def decide(
     new_status, old_status = dump_status(new), dump_status(old)
     return Decision(
         status=None if new_status == old_status else new_status,
-        deferrable=not (creates or replace or draft.firings or draft.events)
+        deferrable=not (creates or replace or draft.firings or draft.events or prune_needs_status)
         and _without_bookkeeping(new_status) == _without_bookkeeping(old_status),
+        only_resolves_claims=_without(new_status, "inFlight") == _without(old_status, "inFlight"),
         replace=tuple(replace),
         creates=tuple(
             JobToCreate(
@@ -345,7 +354,11 @@ _BOOKKEEPING = ("active", "activeCount", "inFlight", "recentFirings", "lastSucce
 
 
 def _without_bookkeeping(status: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in status.items() if k not in _BOOKKEEPING}
+    return _without(status, *_BOOKKEEPING)
+
+
+def _without(status: Mapping[str, Any], *keys: str) -> dict[str, Any]:
+    return {k: v for k, v in status.items() if k not in keys}
 
 
 def _apply_concurrency(

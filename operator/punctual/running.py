@@ -242,7 +242,7 @@ class Operator:
             soon = decision.next_wake is not None and (
                 decision.next_wake - self.clock.now() <= BOOKKEEPING_DEFERRAL
             )
-            if decision.deferrable and soon:
+            if decision.deferrable and (soon or decision.only_resolves_claims):
                 decision = dataclasses.replace(decision, status=None)  # the next claim writes it
                 if not decision.writes:
                     return decision.next_wake

@@ -1145,3 +1145,25 @@ def test_a_running_job_without_a_tick_annotation_does_not_make_every_pass_write(
     status = settle(spec, [stray], now=T0 + 5 * M, status=status_body(spec, cursor=T0))
     later = run(schedule_body(spec, status), [stray], now=T0 + 6 * M)
     assert later.status is None
+
+
+def test_pruning_the_job_of_a_written_claim_is_never_deferred() -> None:
+    spec = spec_body(successfulJobsHistoryLimit=0)
+    decision = run(
+        schedule_body(spec, status_body(spec, cursor=T0, in_flight=(T0,))),
+        [job(T0, DONE)],
+        now=T0 + 5 * M,
+    )
+    assert [p.name for p in decision.prune] == [n(T0)]
+    assert decision.status is not None
+    assert decision.deferrable is False
+
+
+def test_seeing_a_claimed_job_only_resolves_the_claim_and_may_wait_for_the_next_write() -> None:
+    spec = spec_body()
+    claim = run(schedule_body(spec, status_body(spec, cursor=T0 - H)), now=T0 + S)
+    assert [c.name for c in claim.creates] == [n(T0)]
+    seen = run(schedule_body(spec, claim.status), [job(T0)], now=T0 + 2 * S)
+    assert seen.creates == () and seen.prune == ()
+    assert seen.status is not None and not seen.status.get("inFlight")
+    assert seen.only_resolves_claims is True and seen.deferrable is True
