@@ -83,6 +83,12 @@ e2e: venv binaries ## End-to-end tests against a real control plane (started if 
 .PHONY: test
 test: lint unit e2e ## Everything CI runs: lint, unit, then e2e tests
 
+.PHONY: bench
+bench: venv binaries ## Punctual vs the CronJob controller on a local control plane (BENCH_SIZES=100,1000); writes bench/results/
+	@$(BIN)/python -c "import matplotlib" 2>/dev/null || $(BIN)/python -m pip install --quiet matplotlib || \
+	  echo "matplotlib unavailable: results without the plot"
+	$(BIN)/python bench/run.py
+
 .PHONY: bench-planning
 bench-planning: venv ## Print the planner's cost per schedule (µs)
 	$(BIN)/python bench/planning_bench.py
