@@ -16,7 +16,6 @@ listing, so the first schedule event means the Job index is complete: `synced`.
 
 from __future__ import annotations
 
-import copy
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -32,6 +31,24 @@ SCHEDULES_INDEX = "punctual_schedules"
 JOBS_INDEX = "punctual_jobs"
 
 
+class NoDiffBase(kopf.DiffBaseStorage):
+    """No "last handled state": Punctual registers no change handlers to compare it for.
+
+    kopf builds a deep copy of every object on every event to diff it against the
+    last handled one; that was a tenth of the operator's CPU while a thousand Jobs
+    changed at once, for a diff nothing reads.
+    """
+
+    def build(self, *, body: kopf.Body, extra_fields: Any = None) -> kopf.BodyEssence:
+        return kopf.BodyEssence()
+
+    def fetch(self, *, body: kopf.Body) -> kopf.BodyEssence | None:
+        return None
+
+    def store(self, *, body: kopf.Body, patch: kopf.Patch, essence: kopf.BodyEssence) -> None:
+        pass
+
+
 def make_registry(
     *,
     credentials: Credentials,
@@ -44,6 +61,7 @@ def make_registry(
     @kopf.on.startup(registry=registry)
     def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
         settings.posting.enabled = False  # kopf posts no Events; Punctual posts its own
+        settings.persistence.diffbase_storage = NoDiffBase()
         settings.watching.connect_timeout = 5
         settings.watching.server_timeout = 300
         settings.watching.client_timeout = 330
@@ -61,9 +79,14 @@ def make_registry(
             default_namespace=credentials.namespace,
         )
 
+    # Every handler is a coroutine: kopf runs a plain function in a thread pool, and with
+    # a thousand Jobs changing at once the threads' hand-offs cost more than the handlers.
+    # The index keeps the event's own dict (a fresh one per event, never changed by kopf
+    # or Punctual): copying it cost more than deciding.
+
     @kopf.index("punctual.dev", "v1", "cronschedules", id=SCHEDULES_INDEX, registry=registry)
-    def schedules(**event: Any) -> dict[Key, Any]:
-        return {(event["namespace"], event["name"]): copy.deepcopy(dict(event["body"]))}
+    async def schedules(**event: Any) -> dict[Key, Any]:
+        return {(event["namespace"], event["name"]): dict(event["body"])}
 
     @kopf.index(
         "batch",
@@ -73,16 +96,16 @@ def make_registry(
         labels={LABEL_SCHEDULE_UID: kopf.PRESENT},
         registry=registry,
     )
-    def jobs(**event: Any) -> dict[str, JobSnapshot]:
+    async def jobs(**event: Any) -> dict[str, JobSnapshot]:
         return {event["labels"][LABEL_SCHEDULE_UID]: JobSnapshot.from_body(event["body"])}
 
     @kopf.on.event("punctual.dev", "v1", "cronschedules", registry=registry)
-    def schedule_changed(**event: Any) -> None:
+    async def schedule_changed(**event: Any) -> None:
         meta = event["body"].get("metadata", {})
         on_schedule((event["namespace"], event["name"]), meta.get("resourceVersion"))
 
     @kopf.on.event("batch", "v1", "jobs", labels={LABEL_SCHEDULE: kopf.PRESENT}, registry=registry)
-    def job_changed(**event: Any) -> None:
+    async def job_changed(**event: Any) -> None:
         gone = event["type"] == "DELETED"
         job = None if gone else JobSnapshot.from_body(event["body"])
         on_job((event["namespace"], event["labels"][LABEL_SCHEDULE]), event["uid"], job)
