@@ -179,10 +179,14 @@ def decide(
 
     # 3. In-flight claims: resolved once their Job is seen, otherwise created again
     #    (the claim was written, the create may not have happened: a crash, a 5xx).
+    #    Claims written ahead of their tick ("armed", beyond the cursor) are not
+    #    recovered here: their tick is decided with the due ticks below, under the
+    #    policy as it is then, and a claim the plan no longer fires is dropped.
+    armed = {c.job: c for c in old.in_flight if _is_armed(c, meta["name"], old.last_scheduled_time)}
     in_flight: list[InFlightClaim] = []
     wanted: list[tuple[str, datetime, bool, str | None]] = []  # (name, tick, manual, request)
     for claim in old.in_flight:
-        if claim.job not in by_name:
+        if claim.job not in by_name and claim.job not in armed:
             in_flight.append(claim)
             manual = claim.job != job_name(meta["name"], claim.tick)
             request = old.last_trigger if manual else None
@@ -190,9 +194,17 @@ def decide(
                 request = None  # an older manual claim: its request id is no longer known
             wanted.append((claim.job, claim.tick, manual, request))
 
-    # 4. New firings: due ticks, then a manual trigger.
+    # 4. New firings: due ticks, then a manual trigger. A due tick whose Job exists was
+    #    created on its armed claim by a pass whose status write was left for later.
     for due in plan.due:
-        wanted.append((job_name(meta["name"], due.tick), due.tick, False, None))
+        name = job_name(meta["name"], due.tick)
+        if name in by_name:
+            epoch = armed[name].epoch if name in armed else leadership.epoch
+            draft.firings.append(
+                RecordedFiring(tick=due.tick, job=name, outcome=FiringOutcome.CREATED, epoch=epoch)
+            )
+            continue
+        wanted.append((name, due.tick, False, None))
     request = (meta.get("annotations") or {}).get(TRIGGER_ANNOTATION)
     last_trigger = old.last_trigger
     if request and request != old.last_trigger:
@@ -205,9 +217,12 @@ def decide(
         spec.concurrency_policy, wanted, live, draft, in_flight_jobs={c.job for c in in_flight}
     )
     recovered = {c.job for c in in_flight}
+    fresh_claims = [name for name, _, _, _ in creates if name not in recovered | set(armed)]
     for name, tick, manual, _ in creates:
         if name not in recovered:
-            in_flight.append(InFlightClaim(tick=tick, job=name, epoch=leadership.epoch))
+            in_flight.append(
+                armed.get(name) or InFlightClaim(tick=tick, job=name, epoch=leadership.epoch)
+            )
             draft.firings.append(
                 RecordedFiring(
                     tick=tick,
@@ -242,7 +257,18 @@ def decide(
             EventNote("Normal", "ScheduleChanged", "Schedule edited: the cursor moved to now")
         )
 
-    # 7. History: keep the newest finished Jobs, never one whose tick is in flight.
+    # 7. Arm the next tick: claim it now, in whichever status write comes before it, so
+    #    that firing it needs only the create. (An armed claim is a claim: nothing else
+    #    may fire that tick, and its Job is never pruned while the claim is written.)
+    if plan.next_tick is not None and not plan.suspended:
+        upcoming = job_name(meta["name"], plan.next_tick)
+        if upcoming not in by_name and all(c.job != upcoming for c in in_flight):
+            in_flight.append(
+                armed.get(upcoming)
+                or InFlightClaim(tick=plan.next_tick, job=upcoming, epoch=leadership.epoch)
+            )
+
+    # 8. History: keep the newest finished Jobs, never one whose tick is in flight.
     replaced = {j.name for j in replace}
     prune = _prune(spec, ours, keep={c.job for c in in_flight} | replaced)
     # Pruning the Job of a claim that is in flight as *written* needs this status written
@@ -250,7 +276,7 @@ def decide(
     # would create the Job again: such a decision is never deferred.
     prune_needs_status = any(job.name in {c.job for c in old.in_flight} for job in prune)
 
-    # 8. Status: what happened, newest first, and what is running now.
+    # 9. Status: what happened, newest first, and what is running now.
     creating = {name: tick for name, tick, _, _ in creates}
     active = [
         # No uid: the claim cannot know it, and seeing the Job must not change the entry.
@@ -264,7 +290,8 @@ def decide(
     active.sort(key=lambda a: a.tick)
     finished = {j.name: j.state for j in ours if j.state is not JobState.ACTIVE}
     history = [_with_outcome(f, finished, replaced) for f in old.recent_firings]
-    recent = sorted(draft.firings, key=lambda f: f.tick, reverse=True) + history
+    fired = [_with_outcome(f, finished, replaced) for f in draft.firings]
+    recent = sorted(fired, key=lambda f: f.tick, reverse=True) + history
     succeeded = [j.finished_at for j in ours if j.state is JobState.SUCCEEDED and j.finished_at]
     last_success = max([*succeeded, *filter(None, [old.last_successful_time])], default=None)
 
@@ -286,18 +313,27 @@ def decide(
         new, now=now, generation=generation, suspended=plan.suspended, draft=draft
     )
 
-    # 9. When to look again: the next fire instant, or soon if claims are unresolved.
+    # 10. When to look again: the next fire instant, or soon if claims are unresolved.
     next_wake = plan.next_wake
-    if in_flight:
+    if any(c.tick <= now for c in in_flight):
         recheck = now + IN_FLIGHT_RECHECK
         next_wake = recheck if next_wake is None else min(next_wake, recheck)
 
+    # The write may wait (for a later write to carry it) when nothing in it fences a
+    # create: no new claim, no Replace, nothing to prune that the written status still
+    # protects, nothing to report. Moving the cursor over ticks that were armed is
+    # bookkeeping too: their claims are already written.
     new_status, old_status = dump_status(new), dump_status(old)
+    over_armed = all(job_name(meta["name"], d.tick) in armed for d in plan.due)
+    bookkeeping = _BOOKKEEPING + (_CURSOR if over_armed else ())
+    old_claims = {c.job for c in old.in_flight}
     return Decision(
         status=None if new_status == old_status else new_status,
-        deferrable=not (creates or replace or draft.firings or draft.events or prune_needs_status)
-        and _without_bookkeeping(new_status) == _without_bookkeeping(old_status),
-        only_resolves_claims=_without(new_status, "inFlight") == _without(old_status, "inFlight"),
+        deferrable=not (fresh_claims or replace or draft.events or prune_needs_status)
+        and not (plan.missed or plan.skipped)
+        and _beyond(new_status, bookkeeping) == _beyond(old_status, bookkeeping),
+        only_resolves_claims=_without(new_status, "inFlight") == _without(old_status, "inFlight")
+        and {c.job for c in in_flight} <= old_claims,
         replace=tuple(replace),
         creates=tuple(
             JobToCreate(
@@ -353,8 +389,24 @@ def _raw_fingerprint(raw: Mapping[str, Any]) -> str:
 _BOOKKEEPING = ("active", "activeCount", "inFlight", "recentFirings", "lastSuccessfulTime")
 
 
-def _without_bookkeeping(status: Mapping[str, Any]) -> dict[str, Any]:
-    return _without(status, *_BOOKKEEPING)
+# The cursor's fields, bookkeeping only when it moves over ticks claimed ahead.
+_CURSOR = ("lastScheduledTime", "nextScheduleTime")
+
+
+def _beyond(status: Mapping[str, Any], bookkeeping: tuple[str, ...]) -> dict[str, Any]:
+    """What a status says beyond bookkeeping: conditions by state, not by message (the
+    Ready message names the next tick, which moves with the cursor)."""
+    kept = _without(status, *bookkeeping)
+    kept["conditions"] = [
+        (c.get("type"), c.get("status"), c.get("reason")) for c in status.get("conditions") or []
+    ]
+    return kept
+
+
+def _is_armed(claim: InFlightClaim, schedule: str, cursor: datetime | None) -> bool:
+    """A claim written ahead of its tick: a scheduled (not manual) tick beyond the cursor."""
+    scheduled = claim.job == job_name(schedule, claim.tick)
+    return scheduled and (cursor is None or claim.tick > cursor)
 
 
 def _without(status: Mapping[str, Any], *keys: str) -> dict[str, Any]:

@@ -29,7 +29,7 @@ import kopf
 from kopf._core.engines.indexing import OperatorIndexers
 
 from punctual.clocks import ServerClock
-from punctual.deciding import Leadership, decide
+from punctual.deciding import Decision, Leadership, decide
 from punctual.events import EventRecorder
 from punctual.firing import Firer, NotLeader, schedule_path
 from punctual.jobs import JobSnapshot
@@ -159,6 +159,7 @@ class Operator:
         self.created: dict[str, dict[str, JobSnapshot]] = {}  # schedule uid -> name -> Job
         self.deleted: dict[str, set[str]] = {}  # schedule uid -> names being deleted
         self._jobs_seen: dict[str, JobSnapshot] = {}  # Job uid -> what decisions read of it
+        self.unwritten_since: dict[Key, datetime] = {}  # status changes left for later
         self.registry = make_registry(
             credentials=api.credentials, on_schedule=self._on_schedule, on_job=self._on_job
         )
@@ -237,13 +238,12 @@ class Operator:
                 now=self.clock.now(),
                 leadership=Leadership(epoch=epoch, identity=self.elector.config.identity),
             )
+            if decision.status is None:
+                self.unwritten_since.pop(key, None)
             if not decision.writes and not decision.events:
                 return decision.next_wake
-            soon = decision.next_wake is not None and (
-                decision.next_wake - self.clock.now() <= BOOKKEEPING_DEFERRAL
-            )
-            if decision.deferrable and (soon or decision.only_resolves_claims):
-                decision = dataclasses.replace(decision, status=None)  # the next claim writes it
+            if decision.deferrable:
+                decision = self._defer_status(key, decision)
                 if not decision.writes:
                     return decision.next_wake
             try:
@@ -260,6 +260,7 @@ class Operator:
             if not applied.stale:
                 if applied.schedule is not None and decision.status is not None:
                     self.written[key] = applied.schedule
+                    self.unwritten_since.pop(key, None)
                 return decision.next_wake
             try:  # stale: read the schedule as it is now
                 self.written[key] = await self.api.get(schedule_path(*key))
@@ -270,6 +271,25 @@ class Operator:
                 logger.warning("%s/%s: re-reading after a conflict: %s", *key, error)
                 return self.clock.now() + UNAVAILABLE_RETRY
         return self.clock.now() + UNAVAILABLE_RETRY
+
+    def _defer_status(self, key: Key, decision: Decision) -> Decision:
+        """Leave a bookkeeping-only status write for later, at most BOOKKEEPING_DEFERRAL.
+
+        What waits: Jobs seen created or finished, the cursor moving over ticks whose
+        claims were written ahead, the next tick's claim. A later write carries it all
+        (a claim, or this write when the time is up), so a Job that finishes within
+        the deferral costs no write of its own. Seeing a claimed Job created is never
+        worth a write of its own: the next write carries it whenever it comes.
+        """
+        now = self.clock.now()
+        if decision.only_resolves_claims:
+            return dataclasses.replace(decision, status=None)
+        since = self.unwritten_since.setdefault(key, now)
+        due = since + BOOKKEEPING_DEFERRAL
+        if now >= due:
+            return decision
+        wake = due if decision.next_wake is None else min(decision.next_wake, due)
+        return dataclasses.replace(decision, status=None, next_wake=wake)
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -286,6 +306,7 @@ class Operator:
             self.loop.enabled = leading
             if leading:
                 self.written.clear()
+                self.unwritten_since.clear()
                 self.created.clear()
                 self.deleted.clear()
                 self.notify_all()

@@ -507,16 +507,17 @@ CASES = [
         jobs=(job(T0 - H, DONE, schedule_uid=OTHER_UID),),
     ),
     Case(
-        "history 0: a finished Job whose tick is claimed again is kept",
-        # The claim was lost (a restored status): the tick is due again, its create will
-        # get AlreadyExists, and until that claim resolves the Job must stay.
+        "history 0: a due tick whose Job exists is recorded, not created again",
+        # The claim was lost (a restored status), or written ahead and its status write
+        # left for later: the Job is the record. The status write (cursor past the tick)
+        # goes first, never deferred, so pruning the Job then cannot bring the tick back.
         spec={"successfulJobsHistoryLimit": 0},
         cursor=T0 - H,
         jobs=(job(T0, DONE), job(T0 - H, DONE)),
-        creates=(n(T0),),
-        in_flight_after=(n(T0),),
-        firings=((n(T0), CREATED_),),
-        prune=(n(T0 - H),),
+        creates=(),
+        in_flight_after=(),
+        firings=((n(T0), SUCCEEDED),),
+        prune=(n(T0 - H), n(T0)),
         cursor_after=T0,
     ),
     Case(
@@ -606,7 +607,16 @@ def test_decide(case: Case) -> None:
     assert tuple(d.name for d in decision.replace) == case.replace
     assert sorted(d.name for d in decision.prune) == sorted(case.prune)
     after = written(decision, status)
-    assert tuple(c["job"] for c in after.get("inFlight", [])) == case.in_flight_after
+    claims = after.get("inFlight", [])
+    due_claims = [c for c in claims if parse_iso(c["tick"]) <= case.now]
+    assert tuple(c["job"] for c in due_claims) == case.in_flight_after
+    # Beyond the due claims, at most the next tick is claimed ahead (armed).
+    armed = [c["job"] for c in claims if parse_iso(c["tick"]) > case.now]
+    if decision.status is not None:
+        upcoming = after.get("nextScheduleTime")
+        suspended = condition(after, "Suspended")["status"] == "True"
+        expected = [n(parse_iso(upcoming))] if upcoming and not suspended else []
+        assert armed == expected
     assert tuple(_firing_key(f) for f in after.get("recentFirings", [])) == case.firings
     expected_cursor = case.cursor if case.cursor_after == "unchanged" else case.cursor_after
     assert after.get("lastScheduledTime") == (
@@ -619,10 +629,13 @@ def test_decide(case: Case) -> None:
             assert create.tick in case.in_flight
     deleted = {d.name for d in (*decision.replace, *decision.prune)}
     assert not deleted & {c.name for c in decision.creates}
-    # A decision that creates a Job always claims it in the same status write.
-    if decision.creates:
-        assert decision.status is not None
-        assert {c.name for c in decision.creates} <= {c["job"] for c in after["inFlight"]}
+    # A Job is created only on a written claim: one written ahead (armed), or one this
+    # decision writes first.
+    for create in decision.creates:
+        claimed_before = create.name in {c["job"] for c in status.get("inFlight", [])}
+        if not claimed_before:
+            assert decision.status is not None and not decision.deferrable
+            assert create.name in {c["job"] for c in after["inFlight"]}
 
 
 # -- the first tick, in full -----------------------------------------------------------
@@ -643,7 +656,9 @@ def test_first_tick_claims_the_tick_in_status_and_creates_one_job() -> None:
     assert status["lastScheduledTime"] == "2026-11-25T12:00:00Z"
     assert status["nextScheduleTime"] == "2026-11-25T13:00:00Z"
     assert status["inFlight"] == [
-        {"tick": "2026-11-25T12:00:00Z", "job": create.name, "epoch": LEADER.epoch}
+        {"tick": "2026-11-25T12:00:00Z", "job": create.name, "epoch": LEADER.epoch},
+        # The next tick, claimed ahead: firing it will need only the create.
+        {"tick": "2026-11-25T13:00:00Z", "job": n(T0 + H), "epoch": LEADER.epoch},
     ]
     [firing] = status["recentFirings"]
     assert firing["job"] == create.name
@@ -672,7 +687,7 @@ def test_nothing_due_and_status_current_writes_nothing_and_sleeps_until_the_next
     # The claim resolves (one more write), then the status is current.
     second = run(schedule_body(spec, first.status), jobs, now=T0 + 7 * S)
     assert second.status is not None
-    assert "inFlight" not in second.status or second.status["inFlight"] == []
+    assert [c["job"] for c in second.status["inFlight"]] == [n(T0 + H)]  # armed
     assert second.creates == ()
     assert [a["name"] for a in second.status["active"]] == [create.name]
 
@@ -684,9 +699,10 @@ def test_nothing_due_and_status_current_writes_nothing_and_sleeps_until_the_next
         assert not third.writes
         assert third.next_wake == T0 + H
 
-    # The next tick, on time, fires again.
+    # The next tick, on time, fires again, on the claim written ahead: no write first.
     fourth = run(schedule_body(spec, second.status), jobs, now=T0 + H)
     assert [c.name for c in fourth.creates] == [n(T0 + H)]
+    assert fourth.deferrable is True
 
 
 def test_an_unresolved_claim_asks_to_be_looked_at_again_before_the_next_tick() -> None:
@@ -706,7 +722,10 @@ def test_a_recovered_claim_is_stamped_with_this_leaders_epoch_and_not_recorded_t
     assert create.body["metadata"]["annotations"]["punctual.dev/epoch"] == str(LEADER.epoch)
     assert decision.status is not None
     # The claim keeps the epoch that decided it; the firing is recorded once.
-    assert decision.status["inFlight"] == [{"tick": iso(T0), "job": n(T0), "epoch": PREVIOUS_EPOCH}]
+    assert decision.status["inFlight"] == [
+        {"tick": iso(T0), "job": n(T0), "epoch": PREVIOUS_EPOCH},
+        {"tick": iso(T0 + H), "job": n(T0 + H), "epoch": LEADER.epoch},  # armed
+    ]
     assert [f["job"] for f in decision.status["recentFirings"]] == [n(T0)]
 
 
@@ -1165,5 +1184,85 @@ def test_seeing_a_claimed_job_only_resolves_the_claim_and_may_wait_for_the_next_
     assert [c.name for c in claim.creates] == [n(T0)]
     seen = run(schedule_body(spec, claim.status), [job(T0)], now=T0 + 2 * S)
     assert seen.creates == () and seen.prune == ()
-    assert seen.status is not None and not seen.status.get("inFlight")
+    assert seen.status is not None
+    assert [c["job"] for c in seen.status["inFlight"]] == [n(T0 + H)]  # only the armed one
     assert seen.only_resolves_claims is True and seen.deferrable is True
+
+
+# -- claims written ahead of their tick (armed) ----------------------------------------
+
+
+def armed_status(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """T0 fired and succeeded, all recorded; T0 + H claimed ahead by the previous leader."""
+    start = status_body(spec, cursor=T0, firings=[(T0, SUCCEEDED)])
+    status = settle(spec, [job(T0, DONE)], now=T0 + 10 * M + S, status=start)
+    assert [c["job"] for c in status["inFlight"]] == [n(T0 + H)]
+    status["inFlight"] = [{**status["inFlight"][0], "epoch": PREVIOUS_EPOCH}]
+    return status
+
+
+def test_an_armed_tick_fires_with_only_the_create_and_keeps_the_claim_epoch() -> None:
+    spec = spec_body()
+    decision = run(schedule_body(spec, armed_status(spec)), now=T0 + H)
+    assert [c.name for c in decision.creates] == [n(T0 + H)]
+    assert decision.deferrable is True  # the claim is already written
+    assert decision.status is not None
+    claims = {c["job"]: c["epoch"] for c in decision.status["inFlight"]}
+    assert claims == {n(T0 + H): PREVIOUS_EPOCH, n(T0 + 2 * H): LEADER.epoch}
+
+
+def test_an_armed_tick_whose_job_exists_is_recorded_without_a_create() -> None:
+    spec = spec_body()
+    decision = run(schedule_body(spec, armed_status(spec)), [job(T0 + H)], now=T0 + H + 3 * S)
+    assert decision.creates == ()
+    assert decision.status is not None and decision.deferrable is True
+    assert decision.status["lastScheduledTime"] == iso(T0 + H)
+    assert [f["job"] for f in decision.status["recentFirings"]] == [n(T0 + H), n(T0)]
+    assert decision.status["recentFirings"][0]["epoch"] == PREVIOUS_EPOCH
+    assert [c["job"] for c in decision.status["inFlight"]] == [n(T0 + 2 * H)]
+
+
+def test_an_armed_tick_of_an_edited_schedule_never_fires() -> None:
+    old_spec = spec_body()
+    new_spec = spec_body(schedule="30 * * * *")
+    body = schedule_body(new_spec, armed_status(old_spec))
+    for now in (T0 + 10 * M, T0 + H, T0 + H + S):
+        decision = run(body, now=now)
+        assert n(T0 + H) not in {c.name for c in decision.creates}, now
+        assert decision.status is not None
+        assert n(T0 + H) not in {c["job"] for c in decision.status["inFlight"]}
+        assert decision.deferrable is False  # the edit is reported and written at once
+
+
+def test_an_armed_tick_of_a_suspended_schedule_never_fires_and_its_claim_goes() -> None:
+    spec = spec_body(suspend=True)
+    decision = run(schedule_body(spec, armed_status(spec_body())), now=T0 + H)
+    assert decision.creates == ()
+    assert decision.status is not None and decision.status.get("inFlight", []) == []
+
+
+def test_an_armed_tick_past_its_starting_deadline_is_missed_not_fired() -> None:
+    spec = spec_body(startingDeadlineSeconds=60)
+    decision = run(schedule_body(spec, armed_status(spec)), now=T0 + H + 5 * M)
+    assert decision.creates == ()
+    assert decision.status is not None and decision.deferrable is False
+    assert decision.status["recentFirings"][0]["outcome"] == MISSED.value
+    assert n(T0 + H) not in {c["job"] for c in decision.status["inFlight"]}
+
+
+def test_forbid_decides_an_armed_tick_when_it_comes_not_when_it_was_armed() -> None:
+    spec = spec_body(concurrencyPolicy="Forbid")
+    running = job(T0)  # the previous Job still runs at T0 + H
+    decision = run(schedule_body(spec, armed_status(spec)), [running], now=T0 + H)
+    assert decision.creates == ()
+    assert decision.status is not None and decision.deferrable is False
+    [skip] = [f for f in decision.status["recentFirings"] if f["tick"] == iso(T0 + H)]
+    assert skip["outcome"] == SKIPPED.value
+    assert n(T0 + H) not in {c["job"] for c in decision.status["inFlight"]}
+
+
+def test_an_armed_claim_is_not_a_claim_to_recheck_before_its_tick() -> None:
+    spec = spec_body()
+    decision = run(schedule_body(spec, armed_status(spec)), now=T0 + 30 * M)
+    assert decision.creates == ()
+    assert decision.next_wake == T0 + H  # not now + IN_FLIGHT_RECHECK
