@@ -9,6 +9,7 @@ or `time.time()`; a ruff rule enforces it.
 from __future__ import annotations
 
 import time
+from collections import deque
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
@@ -55,12 +56,6 @@ def monotonic() -> float:
     return time.monotonic()
 
 
-@dataclass(frozen=True)
-class _Bounds:
-    low: timedelta
-    high: timedelta
-
-
 class ServerClock:
     """The API server's clock, estimated from the Date headers of its responses.
 
@@ -69,32 +64,50 @@ class ServerClock:
     may be off by a minute. A Date header has whole-second resolution, but each
     response bounds the offset: the server read its clock at some instant between
     `sent` and `received`, and it said D, so offset = server - local lies in
-    [D - received, D + 1s - sent]. Intersecting the bounds of recent responses
-    narrows the estimate to well under a second within a few requests. If the
-    intersection becomes empty (a clock jumped), the estimate restarts from the
-    newest response.
+    [D - received, D + 1s - sent]. Intersecting the bounds of the responses of the
+    last `window` seconds narrows the estimate to well under a second within a few
+    requests. If the intersection becomes empty (a clock jumped), the estimate
+    restarts from the newest response.
+
+    The window is one of time, not of a count of responses: under a herd, thousands of
+    slow responses a minute bound the offset only loosely, and a window of the last N
+    of them would forget the few precise ones and let `now()` fall behind by the
+    responses' latency. The running maximum of the lower bounds and minimum of the
+    upper bounds over the window are kept in monotonic queues, O(1) per response.
     """
 
-    def __init__(self, local: Clock | None = None, *, window: int = 64) -> None:
+    def __init__(self, local: Clock | None = None, *, window: float = 60.0) -> None:
         self._local = local or SystemClock()
-        self._window = window
-        self._bounds: list[_Bounds] = []
+        self._window = timedelta(seconds=window)
+        self._lows: deque[tuple[datetime, timedelta]] = deque()  # lows decreasing
+        self._highs: deque[tuple[datetime, timedelta]] = deque()  # highs increasing
+        self._samples = 0
         self._low = timedelta(0)
         self._high = timedelta(0)
 
     def observe(self, sent: datetime, received: datetime, server_date: datetime) -> None:
-        sample = _Bounds(server_date - received, server_date + timedelta(seconds=1) - sent)
-        low = max([b.low for b in self._bounds] + [sample.low])
-        high = min([b.high for b in self._bounds] + [sample.high])
-        if low > high:  # inconsistent with the past: a clock jumped
-            self._bounds = []
-            low, high = sample.low, sample.high
-        self._bounds = [*self._bounds, sample][-self._window :]
-        self._low, self._high = low, high
+        low, high = server_date - received, server_date + timedelta(seconds=1) - sent
+        horizon = received - self._window
+        for queue in (self._lows, self._highs):
+            while queue and queue[0][0] < horizon:
+                queue.popleft()
+        if (self._lows and self._lows[0][1] > high) or (self._highs and self._highs[0][1] < low):
+            self._lows.clear()  # inconsistent with the past: a clock jumped
+            self._highs.clear()
+            self._samples = 0
+        while self._lows and self._lows[-1][1] <= low:
+            self._lows.pop()
+        self._lows.append((received, low))
+        while self._highs and self._highs[-1][1] >= high:
+            self._highs.pop()
+        self._highs.append((received, high))
+        self._samples += 1
+        self._low, self._high = self._lows[0][1], self._highs[0][1]
 
     @property
     def samples(self) -> int:
-        return len(self._bounds)
+        """Responses observed since the estimate last restarted."""
+        return self._samples
 
     @property
     def offset(self) -> timedelta:

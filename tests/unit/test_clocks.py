@@ -206,3 +206,25 @@ def test_a_slow_response_does_not_spoil_a_good_estimate() -> None:
     clock.observe(sent, local.now(), date)
     assert (clock.offset, clock.uncertainty) == before
     assert clock.samples == 21
+
+
+def test_a_herd_of_slow_responses_does_not_push_out_the_precise_ones() -> None:
+    # A thousand schedules firing at once: hundreds of responses a second, each half a
+    # second late. They bound the offset loosely; the estimate must stay as it was, or
+    # now() falls behind by their latency and due ticks look not yet due.
+    local = FixedClock(T0)
+    server = SimulatedServer(local, offset=TRUE_OFFSET, seed=3)
+    clock = ServerClock(local)
+    for _ in range(20):
+        server.request(clock)
+    before = (clock.offset, clock.uncertainty)
+    assert before[1] < timedelta(seconds=0.1)
+    for _ in range(500):
+        sent = local.now()
+        local.advance(0.25)
+        date = (local.now() + server.true_offset()).replace(microsecond=0)
+        local.advance(0.25)
+        clock.observe(sent, local.now(), date)
+        local.advance(-0.49)  # the next one was sent 10 ms after this one
+    assert (clock.offset, clock.uncertainty) == before
+    assert _within(clock, server.true_offset())
