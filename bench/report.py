@@ -608,7 +608,7 @@ def write(results_dir: Path) -> None:
         'CronJob); the raw limit\'s "tick" is its first create. Missing = a schedule '
         "without a Job for its tick; duplicate = a schedule with more than one Job. Writes "
         "per firing = the controller's audited writes (by user agent) from 1 s before the "
-        "tick until every Job completed and the controller stayed quiet for 6 s, Lease "
+        "tick until every Job completed and the controller stayed quiet for 12 s, Lease "
         "renewals excluded, divided by the Jobs created; Events are not audited and are "
         "counted separately from the Events left in the namespace. CPU = utime+stime from "
         "/proc over the same window; RSS = VmHWM at the end.",

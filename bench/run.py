@@ -1155,7 +1155,9 @@ class Run:
 
         # 2. Settling: the Jobs finish and the controller writes what it records about them.
         settle_cap = fired + (self.settings.settle_cap or min(600.0, 30 + 0.15 * n))
-        quiet_for = 6.0
+        # Longer than Punctual's status deferral (10 s: bookkeeping waits for a write to
+        # carry it), so that a deferred write is counted, not cut off.
+        quiet_for = 12.0
         last_write = fired
         complete = 0
         next_list = 0.0

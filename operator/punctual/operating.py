@@ -99,7 +99,7 @@ def add_run_command(subparsers: Any) -> None:
     add(
         "--workers",
         type=int,
-        default=int(_env_or("PUNCTUAL_WORKERS", "16")),
+        default=int(_env_or("PUNCTUAL_WORKERS", "128")),
         help="schedules processed at once [PUNCTUAL_WORKERS]",
     )
     add(
@@ -113,6 +113,14 @@ def add_run_command(subparsers: Any) -> None:
         type=int,
         default=int(_env_or("PUNCTUAL_BURST", "400")),
         help="API writes allowed in a burst above --qps [PUNCTUAL_BURST]",
+    )
+    add(
+        "--status-delay",
+        type=float,
+        default=float(_env_or("PUNCTUAL_STATUS_DELAY", "10")),
+        help="seconds a status change that only follows the Jobs (a Job seen created or "
+        "finished) may wait for a later write to carry it; longer saves writes, shorter "
+        "keeps status fresher; 0 writes at once [PUNCTUAL_STATUS_DELAY]",
     )
     add(
         "--log-level",
@@ -158,11 +166,18 @@ def _run(arguments: argparse.Namespace, context: _Context) -> int:
         workers=arguments.workers,
         qps=arguments.qps,
         burst=arguments.burst,
+        status_delay=arguments.status_delay,
         log_level=arguments.log_level,
         log_format=arguments.log_format,
         fence=arguments.fence or None,
         metrics_port=arguments.metrics_port or None,
     )
+    if not options.status_delay >= 0:
+        print(
+            f"punctual: --status-delay must be 0 or more, got {options.status_delay}",
+            file=context.stderr,
+        )
+        return 2
     try:
         LeaseConfig(
             namespace="-",

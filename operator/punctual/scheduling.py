@@ -35,7 +35,7 @@ Process = Callable[[Key], Awaitable[datetime | None]]
 
 
 class SchedulerLoop:
-    def __init__(self, process: Process, *, clock: Clock, workers: int = 16) -> None:
+    def __init__(self, process: Process, *, clock: Clock, workers: int = 128) -> None:
         self._process = process
         self._clock = clock
         self._workers = workers

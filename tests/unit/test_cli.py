@@ -92,6 +92,7 @@ MARS = 'unknown time zone "Mars/Base"'
         (["next", "* * * * *", "--from", "x"], 'invalid --from "x": not an RFC 3339 time'),
         (["next", "* * * *"], 'invalid schedule "* * * *": expected 5 fields'),
         (["next", "H H * * *"], 'invalid schedule "H H * * *": H fields need the schedule\'s uid'),
+        (["run", "--status-delay", "-1"], "--status-delay must be 0 or more, got -1.0"),
     ],
 )
 def test_bad_input_is_one_line_and_status_2(
