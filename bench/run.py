@@ -222,8 +222,9 @@ PROFILES = {
     "defaults": Profile("defaults", None, None, None, None),
     # Both at the client limits e2e/localcluster.py gives the controller-manager.
     "same": Profile("same", 200.0, 400, 200.0, 400),
-    # A tuning experiment (not a comparison): "same" with Punctual's --workers 128.
-    "same-w128": Profile("same-w128", 200.0, 400, 200.0, 400, punctual_workers=128),
+    # Tuning, not a comparison: Punctual's client limit raised so that the API server,
+    # not the client's token bucket, bounds a herd of 10 000 (200/s needs 48 s for it).
+    "fast": Profile("fast", 1000.0, 2000, 200.0, 400),
 }
 
 
@@ -254,7 +255,7 @@ SCENARIOS = [
 # smaller herd, which the herd rows at smaller N already show) and the raw limit on the
 # "defaults" cluster (the same control plane as "same": only controllers differ).
 OPTIONAL = [
-    Scenario("punctual", "herd", PROFILES["same-w128"]),
+    Scenario("punctual", "herd", PROFILES["fast"]),
     Scenario("cronjob", "spread", PROFILES["defaults"]),
     Scenario("raw", "burst", PROFILES["defaults"]),
 ]
@@ -794,7 +795,12 @@ class Run:
             "loadavg_before": os.getloadavg(),
         }
         try:
-            self.cluster.up()
+            try:
+                self.cluster.up()
+            except RuntimeError as error:  # a component that died starting: once more
+                log(f"control plane start failed, starting it again: {error}")
+                self.cluster.down()
+                self.cluster.up()
             self.result["versions"] = await self._versions()
             credentials = load_kubeconfig(self.cluster.kubeconfig)
             async with KubeClient(credentials, user_agent=HARNESS_AGENT, timeout=120) as api:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from enum import StrEnum
+from functools import lru_cache
 from typing import Annotated, Any, Final, Literal
 
 from pydantic import (
@@ -65,8 +66,14 @@ def _as_utc(value: datetime) -> datetime:
     return value.astimezone(UTC)
 
 
+@lru_cache(maxsize=16384)
 def format_time(value: datetime) -> str:
-    """RFC 3339 in UTC with a Z: "2026-11-25T02:00:00Z" (fractions only if present)."""
+    """RFC 3339 in UTC with a Z: "2026-11-25T02:00:00Z" (fractions only if present).
+
+    Cached: every status dump formats the same few instants again (ticks, transition
+    times), and strftime was the largest single cost of deciding in a herd's profile.
+    Equal instants in other zones share an entry, rightly: the output is UTC.
+    """
     value = value.astimezone(UTC)
     text = value.strftime("%Y-%m-%dT%H:%M:%S")
     if value.microsecond:

@@ -38,7 +38,13 @@ from punctual.leading import LeaderElector, LeaseConfig
 from punctual.metrics import Metrics, serve
 from punctual.ratelimiting import RateLimiter
 from punctual.scheduling import Key, SchedulerLoop
-from punctual.watching import JOBS_INDEX, SCHEDULES_INDEX, make_registry, quiet_kopf
+from punctual.watching import (
+    JOBS_INDEX,
+    SCHEDULES_INDEX,
+    make_registry,
+    quiet_kopf,
+    without_managed_fields,
+)
 
 logger = logging.getLogger("punctual")
 
@@ -174,6 +180,7 @@ class Operator:
         self.synced.set()
         ours = self.written.get(key)
         if ours is not None and ours["metadata"].get("resourceVersion") == resource_version:
+            del self.written[key]  # the index holds the same now: no second copy to keep
             return  # the echo of our own claim: nothing new to decide
         self.loop.notify(key)
 
@@ -263,11 +270,11 @@ class Operator:
                 self.deleted.setdefault(uid, set()).update(applied.deleted)
             if not applied.stale:
                 if applied.schedule is not None and decision.status is not None:
-                    self.written[key] = applied.schedule
+                    self.written[key] = without_managed_fields(applied.schedule)
                     self.unwritten_since.pop(key, None)
                 return decision.next_wake
             try:  # stale: read the schedule as it is now
-                self.written[key] = await self.api.get(schedule_path(*key))
+                self.written[key] = without_managed_fields(await self.api.get(schedule_path(*key)))
             except NotFound:
                 self.written.pop(key, None)
                 return None

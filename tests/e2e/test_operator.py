@@ -167,6 +167,63 @@ def test_every_second_and_every_minute_fire_on_time_exactly_once(
     assert p99 <= 1.0
 
 
+def test_a_herd_on_one_tick_costs_one_create_and_one_status_write_per_firing(
+    crd: Cluster, namespace: str, workdir: Path
+) -> None:
+    """The claim is written ahead (with the schedule's first status), so at the tick only
+    the creates go out; the Jobs finish within --status-delay, so one status write per
+    schedule records them afterwards."""
+    if crd.audit_log is None:
+        pytest.skip("needs the local control plane's audit log")
+    herd = 20
+    with operators(crd, namespace, workdir) as ops:
+        ops.start("solo", "--status-delay", "4")
+        wait_until(lambda: leader_of(crd, namespace) == "solo", 20, what="leadership")
+        tick = (now() + timedelta(seconds=12)).replace(microsecond=0)
+        cron = f"{tick.second} {tick.minute} {tick.hour} * * *"
+        names = [f"herd-{i:02d}" for i in range(herd)]
+        apply(crd, namespace, *(schedule(name, cron, run_ms=200) for name in names))
+
+        def armed() -> bool:
+            items = get(crd, namespace, "cronschedules")["items"]
+            claims = [c for s in items for c in (s.get("status") or {}).get("inFlight", [])]
+            return len(claims) == herd
+
+        wait_until(armed, 10, what="every schedule's first status, claiming the tick")
+        assert now() < tick - timedelta(seconds=1), "set-up overran the tick; raise the margin"
+
+        def recorded() -> bool:
+            items = get(crd, namespace, "cronschedules")["items"]
+            outcomes = [
+                ((s.get("status") or {}).get("recentFirings") or [{}])[0].get("outcome")
+                for s in items
+            ]
+            return outcomes == ["Succeeded"] * herd
+
+        wait_until(recorded, 40, what="every firing recorded as Succeeded")
+        time.sleep(5)  # nothing more is written after that
+        writes = writes_by(crd, namespace, "punctual/solo", since=tick - timedelta(seconds=1))
+
+    creates = created(crd, namespace, "herd")
+    assert_exactly_once(creates)
+    assert sorted(c.name for c in creates) == sorted(f"{n}-{int(tick.timestamp())}" for n in names)
+    kinds = Counter(
+        (e["objectRef"]["resource"], e["objectRef"].get("subresource"), e["verb"]) for e in writes
+    )
+    print(f"\nwrites for {herd} schedules on one tick: {dict(kinds)}")
+    assert kinds[("jobs", None, "create")] == herd
+    assert kinds[("cronschedules", "status", "update")] <= herd
+    # Between the tick and the last create, nothing but creates: the claims were written.
+    last_create = max(c.at for c in creates)
+    early = [
+        e["objectRef"]["resource"]
+        for e in writes
+        if parse(e["requestReceivedTimestamp"]) <= last_create
+        and e["objectRef"]["resource"] in ("jobs", "cronschedules")
+    ]
+    assert set(early) == {"jobs"}, Counter(early)
+
+
 def test_standby_takes_over_within_lease_duration_after_kill_9(
     crd: Cluster, namespace: str, workdir: Path
 ) -> None:
