@@ -598,7 +598,7 @@ def write(results_dir: Path) -> None:
         "flags against the CronJob controller with kube-controller-manager's default client "
         'limits. **"same QPS/burst"** gives both clients 200 QPS / 400 burst (what '
         "e2e/localcluster.py gives the controller-manager). Both keep their default worker "
-        "counts (Punctual 16, CronJob 5). The raw limit needs no controller.",
+        "counts (as the table says). The raw limit needs no controller.",
         "",
         *_settings_table(results),
         "",

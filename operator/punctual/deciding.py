@@ -103,6 +103,9 @@ class Decision:
     # The only change: claims whose Jobs are now seen leave inFlight. Never worth a write
     # of its own; the next write carries it (and recovery finds the Jobs meanwhile).
     only_resolves_claims: bool = False
+    # Set by the shell when it leaves `status` for a later write: what that write will
+    # say. A create that fails for good is recorded on top of it, at once.
+    deferred_status: dict[str, Any] | None = None
     # For metrics, counted once the status that records them is written.
     missed: int = 0
     skipped: tuple[tuple[str, int], ...] = ()  # (reason, count)

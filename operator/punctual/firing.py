@@ -171,6 +171,10 @@ class Firer:
         if applied.failed:
             self.metrics.create_failures.labels(namespace, name).inc(len(applied.failed))
         if applied.failed and applied.schedule is not None:
+            if decision.status is None and decision.deferred_status is not None:
+                # The create went out on a claim written ahead, its status write left for
+                # later: record the failure on top of what that write would have said.
+                applied.schedule = {**applied.schedule, "status": decision.deferred_status}
             await self._settle_failures(applied)
 
         # 4. History clean-up.

@@ -266,10 +266,12 @@ class Operator:
                 return self.clock.now() + UNAVAILABLE_RETRY
             for job in applied.created:
                 self.created.setdefault(uid, {})[job.name] = job
+                # The watch's ADDED event for it says nothing new: no second decision.
+                self._jobs_seen.setdefault(job.uid, job)
             if applied.deleted:
                 self.deleted.setdefault(uid, set()).update(applied.deleted)
             if not applied.stale:
-                if applied.schedule is not None and decision.status is not None:
+                if applied.schedule is not None and (decision.status is not None or applied.failed):
                     self.written[key] = without_managed_fields(applied.schedule)
                     self.unwritten_since.pop(key, None)
                 return decision.next_wake
@@ -294,13 +296,15 @@ class Operator:
         """
         now = self.clock.now()
         if decision.only_resolves_claims:
-            return dataclasses.replace(decision, status=None)
+            return dataclasses.replace(decision, status=None, deferred_status=decision.status)
         since = self.unwritten_since.setdefault(key, now)
         due = since + timedelta(seconds=self.options.status_delay)
         if now >= due:
             return decision
         wake = due if decision.next_wake is None else min(decision.next_wake, due)
-        return dataclasses.replace(decision, status=None, next_wake=wake)
+        return dataclasses.replace(
+            decision, status=None, deferred_status=decision.status, next_wake=wake
+        )
 
     # -- lifecycle ---------------------------------------------------------------------
 

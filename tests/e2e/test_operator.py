@@ -501,6 +501,12 @@ def test_bad_schedules_are_reported_and_never_stop_the_others(
             failed and failed[0]["outcome"] == "Failed" and "restartPolicy" in failed[0]["reason"]
         ), failed
         assert op.proc.poll() is None, "the operator died"
+        # A refused create is settled as Failed, never tried again for the same tick
+        # (also when it went out on a claim written ahead of the tick).
+        attempts = Counter(
+            c.name for c in job_creates(crd, namespace) if c.name.startswith("rejected-")
+        )
+        assert len(attempts) >= 3 and set(attempts.values()) == {1}, attempts
         events = json.loads(crd.kubectl("get", "events", "-n", namespace, "-o", "json").stdout)[
             "items"
         ]
