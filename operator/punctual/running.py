@@ -43,6 +43,7 @@ from punctual.watching import (
     SCHEDULES_INDEX,
     make_registry,
     quiet_kopf,
+    unpack,
     without_managed_fields,
 )
 
@@ -206,7 +207,8 @@ class Operator:
     def schedule(self, key: Key) -> dict[str, Any] | None:
         """The freshest body we know: the watch's, or our own last write if newer."""
         index = self._index(SCHEDULES_INDEX)
-        watched = next(iter(index[key]), None) if key in index else None
+        packed = next(iter(index[key]), None) if key in index else None
+        watched = unpack(packed) if packed is not None else None
         ours = self.written.get(key)
         if watched is None:
             self.written.pop(key, None)
@@ -215,7 +217,7 @@ class Operator:
         if same and _resource_version(ours) > _resource_version(watched):
             return ours
         self.written.pop(key, None)
-        return dict(watched)
+        return watched
 
     def jobs(self, uid: str) -> list[JobSnapshot]:
         """The schedule's Jobs: the watch's, plus ours it has not delivered yet."""

@@ -16,6 +16,7 @@ listing, so the first schedule event means the Job index is complete: `synced`.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -58,6 +59,22 @@ def without_managed_fields(body: Mapping[str, Any]) -> dict[str, Any]:
     return {**body, "metadata": meta}
 
 
+def pack(body: Mapping[str, Any]) -> str:
+    """A schedule as the index keeps it: compact JSON, without managedFields.
+
+    As Python dicts a schedule takes about 9 KB (19 KB with managedFields); as JSON
+    about 1.5 KB. The index holds every schedule for as long as it exists and is read
+    once per decision, and parsing it back costs tens of microseconds.
+    """
+    return json.dumps(without_managed_fields(body), separators=(",", ":"))
+
+
+def unpack(packed: str) -> dict[str, Any]:
+    """The schedule body that `pack` kept: a fresh dict, the caller's to change."""
+    body: dict[str, Any] = json.loads(packed)
+    return body
+
+
 def make_registry(
     *,
     credentials: Credentials,
@@ -94,12 +111,10 @@ def make_registry(
 
     # Every handler is a coroutine: kopf runs a plain function in a thread pool, and with
     # a thousand Jobs changing at once the threads' hand-offs cost more than the handlers.
-    # The index keeps the event's own dicts (fresh ones per event, never changed by kopf
-    # or Punctual): copying them cost more than deciding.
 
     @kopf.index("punctual.dev", "v1", "cronschedules", id=SCHEDULES_INDEX, registry=registry)
-    async def schedules(**event: Any) -> dict[Key, Any]:
-        return {(event["namespace"], event["name"]): without_managed_fields(event["body"])}
+    async def schedules(**event: Any) -> dict[Key, str]:
+        return {(event["namespace"], event["name"]): pack(event["body"])}
 
     @kopf.index(
         "batch",
