@@ -452,18 +452,42 @@ def _targets(results: list[Result]) -> list[str]:
         for profile in ("defaults", "same"):
             a = _get(results, f"punctual-herd-{profile}", n)
             b = _get(results, f"cronjob-herd-{profile}", n)
+            note = ""
+            if a is None and b is not None and profile == "same":
+                # Punctual's defaults may be the "same" limits: then that run stands for both.
+                d = _get(results, "punctual-herd-defaults", n)
+                if d and _punctual_limits(d) == _punctual_limits(b):
+                    a, note = d, " (Punctual's defaults are these limits)"
             if a and b:
                 better = all(
                     (skew(a, k) or math.inf) < (skew(b, k) or math.inf)
                     for k in ("p50", "p99", "max")
                 )
                 lines.append(
-                    f"| lower skew than CronJob, N={n}, {profile} | p50 {fmt_s(skew(a, 'p50'))} vs "
+                    f"| lower skew than CronJob, N={n}, {profile}{note} "
+                    f"| p50 {fmt_s(skew(a, 'p50'))} vs "
                     f"{fmt_s(skew(b, 'p50'))}, p99 {fmt_s(skew(a, 'p99'))} vs "
                     f"{fmt_s(skew(b, 'p99'))}, max {fmt_s(skew(a, 'max'))} vs "
                     f"{fmt_s(skew(b, 'max'))} | {'yes' if better else 'no'} |"
                 )
     return lines
+
+
+def _commits(results: list[Result], machine: dict[str, Any]) -> str:
+    """The commit benchmarked, or which scenarios ran on which when they differ."""
+    runs: dict[str, list[str]] = {}
+    for r in sorted(results, key=lambda r: (r["n"], _rank(r["scenario"]))):
+        commit = (r.get("machine") or {}).get("commit", "?")
+        runs.setdefault(commit, []).append(f"{r['scenario']} N={r['n']}")
+    if len(runs) <= 1:
+        return f"commit {next(iter(runs), machine.get('commit', '?'))}"
+    return "commits " + "; ".join(f"{c} ({', '.join(names)})" for c, names in runs.items())
+
+
+def _punctual_limits(result: Result) -> tuple[Any, ...]:
+    """The client limits and workers Punctual ran with (or would have, in a CronJob run)."""
+    values = (result.get("settings") or {}).get("punctual") or {}
+    return tuple(float(values.get(k, "nan")) for k in ("qps", "burst", "workers"))
 
 
 def _profile_section(profiled: list[Result]) -> list[str]:
@@ -506,7 +530,12 @@ def _before_after(baseline: list[Result], results: list[Result]) -> list[str]:
     if not baseline:
         return []
     before = baseline[0].get("machine", {}).get("commit", "?")
-    after = results[0].get("machine", {}).get("commit", "?")
+    compared = [
+        r
+        for r in results
+        if any(b["scenario"] == r["scenario"] and b["n"] == r["n"] for b in baseline)
+    ]
+    after = _commits(compared, {}).removeprefix("commit ").removeprefix("commits ")
     lines = [
         "## Before and after",
         "",
@@ -586,8 +615,8 @@ def write(results_dir: Path) -> None:
         "(other clusters and sessions share this machine).",
         f"- Kubernetes {versions.get('kubernetes', '?')} (API server `/version`), "
         f"{machine.get('etcd', '?')}, kwok {machine.get('kwok', '?')}; Python "
-        f"{machine.get('python', '?')}; Punctual {machine.get('punctual', '?')} at commit "
-        f"{machine.get('commit', '?')}{dirty}.",
+        f"{machine.get('python', '?')}; Punctual {machine.get('punctual', '?')} at "
+        f"{_commits(results, machine)}{dirty}.",
         f"- kwok fake pods run {pod_run} ms; kube-scheduler at its defaults (QPS 50, burst "
         "100); one fake node; the API server's audit log records every write to Jobs, "
         "CronJobs, CronSchedules (and status) and Leases.",
