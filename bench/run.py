@@ -73,7 +73,6 @@ import re  # noqa: E402
 import resource  # noqa: E402
 import shutil  # noqa: E402
 import signal  # noqa: E402
-import socket  # noqa: E402
 import subprocess  # noqa: E402
 import time  # noqa: E402
 import urllib.request  # noqa: E402
@@ -124,7 +123,7 @@ sys.path.insert(0, str(SOURCE / "operator"))
 
 import measure  # noqa: E402
 import report  # noqa: E402
-from localcluster import AUDIT_POLICY, LocalCluster  # noqa: E402
+from localcluster import AUDIT_POLICY, LocalCluster, free_port  # noqa: E402
 
 from punctual import __version__ as punctual_version  # noqa: E402
 from punctual.kubeapi import (  # noqa: E402
@@ -431,12 +430,6 @@ def cpu_between(a: CpuSnapshot, b: CpuSnapshot) -> dict[str, Any]:
 
 
 # -- one operator process -----------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass

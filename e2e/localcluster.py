@@ -26,6 +26,7 @@ import json
 import os
 import secrets
 import signal
+import socket
 import ssl
 import subprocess
 import sys
@@ -610,6 +611,13 @@ class LocalCluster:
                     return
             time.sleep(0.2)
         raise TimeoutError("no kwok node became Ready")
+
+
+def free_port() -> int:
+    """A loopback TCP port nothing listens on now (for an operator's metrics endpoint)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 def _make_cert(

@@ -68,10 +68,11 @@ class Options:
     retry_period: float = 2.0
     identity: str | None = None
     # Schedules processed at once: each waits mostly on one request, so this bounds the
-    # requests in flight; 16 held 1 000 Jobs on one tick to about 120 per second here.
+    # requests in flight; 16 held 1 000 Jobs on one tick to about 130 per second here.
     workers: int = 128
-    # Two writes per firing (claim, create): 1,000 schedules on one tick need 2,000 writes,
-    # 10 s at 200 per second. The API server's priority and fairness still protects it.
+    # At the tick a firing is one create (its claim was written ahead): 1,000 schedules on
+    # one tick need 1,000 writes, 3 s at these limits. The API server's priority and
+    # fairness still protects it.
     qps: float = 200.0
     burst: int = 400
     # How long bookkeeping-only status changes may wait for a later write to carry them:

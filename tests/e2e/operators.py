@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -26,15 +25,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from localcluster import free_port
+
 from .conftest import REPO, Cluster
 
 FAST_LEASE = ("--lease-duration", "6", "--renew-deadline", "4", "--retry-period", "1")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass
