@@ -46,8 +46,8 @@ demo: venv binaries ## Start the local control plane and the operator, apply a s
 	e2e/demo.sh
 
 .PHONY: image
-image: ## Build the operator image (needs Docker); tag with IMAGE=..., default punctual:dev
-	docker build -f operator/Dockerfile -t $(IMAGE) .
+image: ## Build the operator image with Docker, podman or buildah (IMAGE=..., default punctual:dev)
+	operator/image/build.sh $(IMAGE)
 
 .PHONY: e2e-kind
 e2e-kind: venv ## e2e suite on a kind cluster with the chart installed (needs Docker and kind)
@@ -77,8 +77,8 @@ unit: venv ## Unit tests of the pure core (no cluster)
 	$(BIN)/pytest tests/unit -q
 
 .PHONY: e2e
-e2e: venv binaries ## End-to-end tests against a real control plane (started if not running)
-	$(BIN)/pytest tests/e2e -q
+e2e: venv binaries image ## End-to-end tests against a real control plane (started if not running), the image included
+	PUNCTUAL_IMAGE=$(IMAGE) $(BIN)/pytest tests/e2e -q
 
 .PHONY: test
 test: lint unit e2e ## Everything CI runs: lint, unit, then e2e tests

@@ -152,7 +152,7 @@ def add_run_command(subparsers: Any) -> None:
 
 def _run(arguments: argparse.Namespace, context: _Context) -> int:
     from punctual.leading import LeaseConfig
-    from punctual.running import Options, run
+    from punctual.running import Fatal, Options, run
 
     options = Options(
         kubeconfig=arguments.kubeconfig,
@@ -190,8 +190,8 @@ def _run(arguments: argparse.Namespace, context: _Context) -> int:
         return 2
     try:
         asyncio.run(run(options))
-    except (FileNotFoundError, KeyError, ValueError) as error:
-        print(f"punctual: cannot load credentials: {error}", file=context.stderr)
+    except Fatal as error:
+        print(f"punctual: {error}", file=context.stderr)
         return 1
     return 0
 

@@ -27,6 +27,7 @@ from typing import Any
 
 import kopf
 from kopf._core.engines.indexing import OperatorIndexers
+from kopf._core.engines.peering import Identity
 
 from punctual.clocks import ServerClock
 from punctual.deciding import Decision, Leadership, decide
@@ -374,10 +375,24 @@ class Operator:
         self.notify_all()
 
     async def run(self, stop: asyncio.Event) -> None:
+        """Run until `stop` is set; raise `Fatal` if any part stopped on its own first."""
+        web = None
+        if self.options.metrics_port is not None:
+            try:
+                web = await serve(
+                    self.metrics,
+                    port=self.options.metrics_port,
+                    ready=self.watching.is_set,
+                    refresh=self.refresh_gauges,
+                )
+            except OSError as error:  # before anything starts: nothing to undo
+                port = self.options.metrics_port
+                raise Fatal(f"cannot serve metrics on port {port}: {error.strerror}") from None
         kopf_stop: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         clusterwide = not self.options.namespaces
-        operator = asyncio.create_task(
-            kopf.operator(
+
+        async def watch() -> None:
+            await kopf.operator(
                 registry=self.registry,
                 indexers=self.indexers,
                 standalone=True,
@@ -385,25 +400,27 @@ class Operator:
                 namespaces=self.options.namespaces,
                 stop_flag=kopf_stop,
                 ready_flag=self.watching,
-            ),
-            name="kopf",
-        )
-        tasks = [
+                # Without it kopf asks getpass.getuser(), which raises in an image whose
+                # numeric user has no passwd entry: the process died before watching.
+                identity=Identity(self.elector.config.identity),
+            )
+            # kopf returns only when told to stop: by us, or by a signal that reached its
+            # handlers before `_take_back_signals` made them ours again.
+            stop.set()
+
+        watching = asyncio.create_task(watch(), name="watching")
+        # The parts run until the stop; one that ends before it is fatal.
+        parts = [
             asyncio.create_task(self.elector.run(stop), name="leader election"),
             asyncio.create_task(self.loop.run(stop), name="scheduler"),
             asyncio.create_task(self.events.run(stop), name="events"),
             asyncio.create_task(self._follow_leadership(stop), name="leadership"),
-            asyncio.create_task(self._notify_when_synced(), name="synced"),
             asyncio.create_task(self._calibrate_clock(stop), name="clock"),
         ]
-        web = None
-        if self.options.metrics_port is not None:
-            web = await serve(
-                self.metrics,
-                port=self.options.metrics_port,
-                ready=self.watching.is_set,
-                refresh=self.refresh_gauges,
-            )
+        helpers = [
+            asyncio.create_task(self._notify_when_synced(), name="synced"),
+            asyncio.create_task(self._take_back_signals(stop), name="signals"),
+        ]
         logger.info(
             "punctual running as %s (%s), Lease %s/%s",
             self.elector.config.identity,
@@ -411,23 +428,68 @@ class Operator:
             self.elector.config.namespace,
             self.elector.config.name,
         )
-        # kopf installs its own SIGTERM/SIGINT handlers in the main thread and stops on
-        # them; when kopf stops, for a signal or a failure, the operator stops too.
-        stopper = asyncio.ensure_future(stop.wait())
-        await asyncio.wait({stopper, operator}, return_when=asyncio.FIRST_COMPLETED)
-        stopper.cancel()
-        if operator.done() and not stop.is_set():
-            logger.info("watching stopped; shutting down")
+        failure = await first_failure(stop, [watching, *parts])
         stop.set()
         self.loop.enabled = False
-        await asyncio.gather(*tasks[:3], return_exceptions=True)  # the elector releases the Lease
-        for task in tasks[3:]:
+        await asyncio.gather(*parts[:3], return_exceptions=True)  # the elector releases the Lease
+        for task in [*parts[3:], *helpers]:
             task.cancel()
-        if not kopf_stop.done():
-            kopf_stop.set_result(None)
-        await asyncio.gather(operator, *tasks[3:], return_exceptions=True)
+        await asyncio.gather(*parts[3:], *helpers, return_exceptions=True)
         if web is not None:
             await web.cleanup()
+        if not kopf_stop.done():
+            kopf_stop.set_result(None)
+        await asyncio.gather(watching, return_exceptions=True)
+        if failure is not None:
+            raise failure
+
+    async def _take_back_signals(self, stop: asyncio.Event) -> None:
+        """Make SIGTERM and SIGINT ours again once kopf has installed its own handlers.
+
+        kopf replaces the process's handlers when it starts; on a signal it stops its
+        watches and then waits up to 5 s for every task it did not start, the Lease loop
+        included, before anyone releases the Lease. With the handlers ours, SIGTERM
+        releases the Lease first and stops kopf after.
+        """
+        await self.watching.wait()  # kopf sets it after installing its handlers
+        install_stop_signals(stop)
+
+
+class Fatal(Exception):
+    """A part of the operator stopped while nobody asked it to: the process must exit
+    non-zero so that Kubernetes shows the failure and restarts the pod."""
+
+
+async def first_failure(stop: asyncio.Event, parts: list[asyncio.Task[Any]]) -> Fatal | None:
+    """Wait until `stop` is set or a part ends on its own; return that part's failure.
+
+    Every part runs until the stop: one that returns or raises before it is fatal,
+    and the cause is logged here, once, with its traceback.
+    """
+    stopper = asyncio.ensure_future(stop.wait())
+    done, _ = await asyncio.wait({stopper, *parts}, return_when=asyncio.FIRST_COMPLETED)
+    stopper.cancel()
+    if stop.is_set():
+        return None
+    part = next(p for p in parts if p in done)
+    error = None if part.cancelled() else part.exception()
+    if error is None:
+        logger.error("%s stopped on its own; shutting down", part.get_name())
+        return Fatal(f"{part.get_name()} stopped on its own")
+    logger.error(
+        "%s failed: %s: %s; shutting down",
+        part.get_name(),
+        type(error).__name__,
+        error,
+        exc_info=error,
+    )
+    return Fatal(f"{part.get_name()} failed: {type(error).__name__}: {error}")
+
+
+def install_stop_signals(stop: asyncio.Event) -> None:
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
 
 
 async def run(options: Options) -> None:
@@ -435,12 +497,13 @@ async def run(options: Options) -> None:
     configure_logging(options.log_level, options.log_format)
     quiet_kopf()
     stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    install_stop_signals(stop)
     clock = ServerClock()
     options.identity = options.identity or default_identity()
-    credentials = load_credentials(options.kubeconfig)
+    try:
+        credentials = load_credentials(options.kubeconfig)
+    except (OSError, KeyError, ValueError) as error:
+        raise Fatal(f"cannot load credentials: {error}") from None
     # The user agent names the replica, so the API server's audit log tells who wrote.
     agent = f"punctual/{options.identity}"
     metrics = Metrics()

@@ -78,13 +78,36 @@ class Operators:
     started: list[OperatorProcess] = field(default_factory=list)
 
     def start(
-        self, identity: str, *extra: str, lease: tuple[str, ...] = FAST_LEASE
+        self,
+        identity: str,
+        *extra: str,
+        lease: tuple[str, ...] = FAST_LEASE,
+        env: dict[str, str] | None = None,
+        uid: int | None = None,
     ) -> OperatorProcess:
+        """Start `punctual run` for this test's namespace.
+
+        `env` adds to (or, with an empty value, removes from) the environment. `uid`
+        runs the process as that numeric user and group with no supplementary groups,
+        as a container runtime does; it keeps only CAP_DAC_READ_SEARCH so that the
+        interpreter and kubeconfig under root-only directories stay readable.
+        """
         log = self.workdir / f"operator-{identity}.log"
-        env = {**os.environ, "KUBECONFIG": str(self.cluster.kubeconfig), "PYTHONUNBUFFERED": "1"}
+        environ = {**os.environ, "KUBECONFIG": str(self.cluster.kubeconfig)}
+        environ["PYTHONUNBUFFERED"] = "1"
+        for name, value in (env or {}).items():
+            if value:
+                environ[name] = value
+            else:
+                environ.pop(name, None)
+        as_user: list[str] = []
+        if uid is not None:
+            caps = ["--inh-caps", "+dac_read_search", "--ambient-caps", "+dac_read_search"]
+            as_user = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", *caps]
         port = free_port()
         proc = subprocess.Popen(
             [
+                *as_user,
                 sys.executable,
                 "-m",
                 "punctual.cli",
@@ -103,7 +126,7 @@ class Operators:
             stdout=log.open("ab"),
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
-            env=env,
+            env=environ,
             cwd=REPO,
         )
         op = OperatorProcess(identity, self.namespace, log, proc, port)
