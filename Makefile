@@ -62,10 +62,11 @@ helm-lint: binaries ## helm lint and template the chart in both RBAC modes, with
 	$(HELM) template punctual charts/punctual --include-crds --set 'watchNamespaces={team-a}' >/dev/null
 
 .PHONY: lint
-lint: venv ## ruff (lint and format) and mypy --strict
+lint: venv ## ruff (lint and format), mypy --strict, and the import-linter layer contracts
 	$(BIN)/ruff check operator tests e2e bench
 	$(BIN)/ruff format --check operator tests e2e bench
 	$(BIN)/mypy
+	$(BIN)/lint-imports --no-cache
 
 .PHONY: fmt
 fmt: venv ## Format the code with ruff

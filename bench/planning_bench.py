@@ -20,9 +20,9 @@ from zoneinfo import ZoneInfo
 
 from croniter import croniter
 
-from punctual import planning, schedules
-from punctual.models import CronScheduleSpec, MissedRunPolicy
-from punctual.planning import TickPlan, plan_ticks, schedule_fingerprint
+from punctual.core import planning, schedules
+from punctual.core.models import CronScheduleSpec, MissedRunPolicy
+from punctual.core.planning import TickPlan, plan_ticks, schedule_fingerprint
 
 UID = "0b7e5f7a-5d0c-4a4e-9d7e-2f0f4a0c8a11"
 NOW = datetime(2026, 11, 25, 10, 0, 5, tzinfo=UTC)
@@ -47,12 +47,7 @@ class Case:
 
 
 def clear_caches() -> None:
-    planning._cron_ticks.cache_clear()
-    planning._fingerprint.cache_clear()
-    schedules.uses_hash.cache_clear()
-    schedules._load_zone.cache_clear()
-    schedules._day_model.cache_clear()
-    schedules._STARTS.clear()
+    planning.clear_caches()
 
 
 def measure(action: Callable[[], object], runs: int, *, cold: bool = False) -> list[float]:

@@ -19,7 +19,7 @@ Scenarios, for each N:
 * punctual-spread / cronjob-spread: the same N spread out: Punctual with `H M H * * *`
   (the second hashed from each schedule's uid: spread over one minute); CronJob, whose
   schedules have minute resolution, over BENCH_CRONJOB_SPREAD_MINUTES distinct minutes.
-* raw-<profile>: the physical limit: one asyncio client (punctual.kubeapi.KubeClient)
+* raw-<profile>: the physical limit: one asyncio client (punctual.kube.client.KubeClient)
   creating N Jobs at high concurrency, as fast as the API server takes them.
 * failover-defaults: two Punctual replicas; the leader is killed with SIGKILL one
   second before T; the standby takes the Lease when it expires and fires.
@@ -126,14 +126,14 @@ import report  # noqa: E402
 from localcluster import AUDIT_POLICY, LocalCluster, free_port  # noqa: E402
 
 from punctual import __version__ as punctual_version  # noqa: E402
-from punctual.kubeapi import (  # noqa: E402
+from punctual.core.schedules import parse_schedule  # noqa: E402
+from punctual.kube.client import (  # noqa: E402
     AlreadyExists,
     KubeClient,
     NotFound,
     Unavailable,
     load_kubeconfig,
 )
-from punctual.schedules import parse_schedule  # noqa: E402
 
 STATE_DIR = REPO / ".cluster-bench"
 ARTIFACTS = REPO / ".cluster-bench-artifacts"
@@ -166,7 +166,7 @@ def env_int(name: str, default: int) -> int:
 def punctual_defaults() -> dict[str, Any]:
     """`punctual run`'s own defaults for the flags the profiles set, from the benchmarked
     source's command line (its environment variables are cleared for the benchmark)."""
-    from punctual.cli import build_parser
+    from punctual.cli.main import build_parser
 
     arguments = build_parser().parse_args(["run"])
     return {"qps": arguments.qps, "burst": arguments.burst, "workers": arguments.workers}

@@ -1,8 +1,16 @@
 """Punctual: a Kubernetes operator for cron that creates exactly one Job per tick.
 
-The package is split into a pure core (schedule math, planning, naming: functions of
-spec, status and an injected clock) and a thin shell that talks to the API server.
-The core never imports the shell.
+The rooms, outermost first (each imports only the ones after it; `make lint`
+checks it with import-linter):
+
+- `cli`: the `punctual` command: `next`, `explain`, and the cluster commands.
+- `runtime`: the `punctual run` process: wiring, lifecycle, the scheduler loop.
+- `kube`: the only package that talks to the API server: client, the Lease loop,
+  the applier of the claim protocol, watching, Events, rate limiting.
+- `core`: pure decisions: schedule math, the tick planner, the claim protocol.
+- `clocks`, `metrics`: leaves that any shell room may use.
+
+docs/architecture.md follows one firing through them.
 """
 
 __version__ = "0.1.0"

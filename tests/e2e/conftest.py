@@ -27,7 +27,7 @@ from urllib.parse import urlparse
 import pytest
 import yaml
 
-from punctual.kubeapi import Credentials, KubeClient, load_kubeconfig
+from punctual.kube.client import Credentials, KubeClient, load_kubeconfig
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "e2e"))

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from punctual.kubeapi import AlreadyExists, Conflict, KubeClient
+from punctual.kube.client import AlreadyExists, Conflict, KubeClient
 
 from .conftest import REPO, Cluster
 from .waiting import condition, wait_for

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 import pytest
 
 from punctual.clocks import SystemClock
-from punctual.kubeapi import KubeClient
-from punctual.leading import LeaderElector, LeaseConfig
+from punctual.kube.client import KubeClient
+from punctual.kube.leases import LeaderElector, LeaseConfig
 
 from .conftest import Cluster
 

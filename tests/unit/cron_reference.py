@@ -1,4 +1,4 @@
-"""A brute-force reference for cron ticks, written apart from punctual.schedules.
+"""A brute-force reference for cron ticks, written apart from punctual.core.schedules.
 
 It walks every UTC minute (or second, for 6 fields) of a span, reads the local
 wall clock of each instant and applies the cron fields and the Vixie cron

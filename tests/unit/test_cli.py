@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from punctual.cli import Context, main
+from punctual.cli.main import Context, main
 from punctual.clocks import FixedClock
 
 NOW = datetime(2026, 11, 25, 10, 7, 30, tzinfo=UTC)

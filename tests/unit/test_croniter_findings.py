@@ -14,7 +14,7 @@ from zoneinfo import ZoneInfo
 import pytest
 from croniter import croniter
 
-from punctual.schedules import parse_schedule
+from punctual.core.schedules import parse_schedule
 
 
 def croniter_next(expression: str, zone: str, start: str, count: int) -> list[str]:

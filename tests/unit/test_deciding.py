@@ -16,17 +16,17 @@ from typing import Any
 
 import pytest
 
-from punctual.deciding import (
+from punctual.core.deciding import (
     IN_FLIGHT_RECHECK,
     TRIGGER_ANNOTATION,
     Decision,
     Leadership,
     decide,
 )
-from punctual.jobs import JobSnapshot, JobState, manual_job_name
-from punctual.models import CronScheduleSpec, FiringOutcome
-from punctual.naming import job_name
-from punctual.planning import schedule_fingerprint
+from punctual.core.jobs import JobSnapshot, JobState, manual_job_name
+from punctual.core.models import CronScheduleSpec, FiringOutcome
+from punctual.core.naming import job_name
+from punctual.core.planning import schedule_fingerprint
 
 T0 = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
 S = timedelta(seconds=1)

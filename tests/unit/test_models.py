@@ -10,7 +10,7 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from punctual.models import (
+from punctual.core.models import (
     ConcurrencyPolicy,
     CronScheduleSpec,
     CronScheduleStatus,

@@ -9,13 +9,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from punctual.naming import (
+from punctual.core.naming import (
     MAX_JOB_NAME_LENGTH,
     MAX_SCHEDULE_NAME_LENGTH,
     job_name,
     parse_tick_from_job_name,
 )
-from punctual.schedules import parse_schedule
+from punctual.core.schedules import parse_schedule
 
 DNS_1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 

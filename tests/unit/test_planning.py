@@ -13,8 +13,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from punctual.models import CronScheduleSpec, FiringOutcome, MissedRunPolicy
-from punctual.planning import (
+from punctual.core.models import CronScheduleSpec, FiringOutcome, MissedRunPolicy
+from punctual.core.planning import (
     OVER_CAP,
     PAST_DEADLINE,
     SKIP_BACKLOG,
@@ -23,7 +23,7 @@ from punctual.planning import (
     plan_ticks,
     schedule_fingerprint,
 )
-from punctual.schedules import jitter_offset
+from punctual.core.schedules import jitter_offset
 
 T0 = datetime(2026, 11, 25, 10, 0, tzinfo=UTC)
 H = timedelta(hours=1)

@@ -15,9 +15,9 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from punctual.models import CronScheduleSpec, MissedRunPolicy
-from punctual.planning import plan_ticks, schedule_fingerprint
-from punctual.schedules import jitter_offset
+from punctual.core.models import CronScheduleSpec, MissedRunPolicy
+from punctual.core.planning import plan_ticks, schedule_fingerprint
+from punctual.core.schedules import jitter_offset
 from tests.unit.cron_reference import Drawn, drawn_schedules, reference_ticks
 
 UID = "9c4f2a30-8f5e-4f55-9a53-0d35a7b0c001"

@@ -12,7 +12,7 @@ import math
 
 import pytest
 
-from punctual.ratelimiting import RateLimiter
+from punctual.kube.ratelimiting import RateLimiter
 
 
 class FakeTime:

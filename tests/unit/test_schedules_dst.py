@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from punctual.schedules import parse_schedule
+from punctual.core.schedules import parse_schedule
 
 
 def local(text: str) -> datetime:

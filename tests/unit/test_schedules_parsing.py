@@ -7,7 +7,7 @@ from itertools import islice
 
 import pytest
 
-from punctual.schedules import (
+from punctual.core.schedules import (
     ScheduleError,
     explain,
     jitter_offset,

@@ -14,7 +14,7 @@ from itertools import pairwise
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from punctual.schedules import parse_schedule
+from punctual.core.schedules import parse_schedule
 from tests.unit.cron_reference import Drawn, drawn_schedules, reference_ticks
 
 FAST = settings(

@@ -18,7 +18,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from punctual.scheduling import Key, SchedulerLoop
+from punctual.runtime.scheduling import Key, SchedulerLoop
 
 T0 = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
 KEY: Key = ("reports", "nightly-report")
@@ -317,7 +317,7 @@ async def test_an_exception_in_process_is_logged_and_retried_later(
 ) -> None:
     clock, work, loop = make()
     work.fail = {KEY}
-    caplog.set_level(logging.ERROR, logger="punctual.scheduling")
+    caplog.set_level(logging.ERROR, logger="punctual.runtime.scheduling")
     async with running(loop) as task:
         loop.notify(KEY)
         await eventually(lambda: work.count(KEY) == 1)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from punctual.watching import pack, unpack
+from punctual.kube.watching import pack, unpack
 
 BODY: dict[str, Any] = {
     "apiVersion": "punctual.dev/v1",

@@ -19,7 +19,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Final
 
-from punctual.models import format_time, parse_time
+from punctual.core.times import format_time, parse_time
 
 GROUP: Final = "punctual.dev"
 LABEL_SCHEDULE: Final = f"{GROUP}/schedule"

@@ -17,9 +17,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from punctual.clocks import Clock
-from punctual.deciding import EventNote
-from punctual.kubeapi import ApiError, KubeClient
-from punctual.models import format_time
+from punctual.core.deciding import EventNote
+from punctual.core.times import format_time
+from punctual.kube.client import ApiError, KubeClient
 
 logger = logging.getLogger(__name__)
 

@@ -32,7 +32,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from punctual.clocks import Clock, ServerClock, monotonic
-from punctual.kubeapi import AlreadyExists, ApiError, Conflict, KubeClient, NotFound
+from punctual.core.times import parse_time
+from punctual.kube.client import AlreadyExists, ApiError, Conflict, KubeClient, NotFound
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +62,7 @@ def _parse_micro_time(value: object) -> datetime | None:
     if not isinstance(value, str):
         return None
     try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+        return parse_time(value)
     except ValueError:
         return None
 

@@ -46,8 +46,8 @@ from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import Final
 
-from punctual.models import CronScheduleSpec, FiringOutcome, MissedRunPolicy
-from punctual.schedules import (
+from punctual.core.models import CronScheduleSpec, FiringOutcome, MissedRunPolicy
+from punctual.core.schedules import (
     CronTicks,
     OneShot,
     ScheduleError,
@@ -57,6 +57,7 @@ from punctual.schedules import (
     parse_fields,
     uses_hash,
 )
+from punctual.core.schedules import clear_caches as clear_schedule_caches
 
 # How many example ticks a TickGroup carries, newest first.
 MAX_EXAMPLES: Final = 3
@@ -149,6 +150,13 @@ def _cron_ticks(expression: str, time_zone: str, uid: str | None) -> CronTicks:
     # on its arguments (the uid only for H fields), so schedules share them. Errors
     # are not cached.
     return CronTicks(expression, parse_fields(expression, uid=uid), load_zone(time_zone))
+
+
+def clear_caches() -> None:
+    """Forget cached fingerprints, parsed schedules and zone models (cold-cost benchmarks)."""
+    _cron_ticks.cache_clear()
+    _fingerprint.cache_clear()
+    clear_schedule_caches()
 
 
 def plan_ticks(

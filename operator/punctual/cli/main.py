@@ -19,12 +19,12 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Final, TextIO, TypeAlias
 
+from punctual.cli.cluster import add_history_command, add_run_command, add_trigger_command
 from punctual.clocks import Clock, SystemClock
-from punctual.operating import add_history_command, add_run_command, add_trigger_command
-from punctual.schedules import (
+from punctual.core.schedules import (
     CronTicks,
     ScheduleError,
     explain,
@@ -32,6 +32,7 @@ from punctual.schedules import (
     load_zone,
     parse_schedule,
 )
+from punctual.core.times import parse_time
 
 EXIT_OK: Final = 0
 EXIT_FAILED: Final = 1
@@ -179,13 +180,6 @@ def _problem(error: ScheduleError) -> str:
 def _instant(arguments: argparse.Namespace) -> datetime:
     text: str = arguments.start
     try:
-        value = datetime.fromisoformat(text)
+        return parse_time(text, naive_zone=load_zone(arguments.timezone))
     except ValueError as error:
-        raise CliError(f'invalid --from "{text}": not an RFC 3339 time') from error
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=load_zone(arguments.timezone))
-    return value.astimezone(UTC)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+        raise CliError(f'invalid --from "{text}": {error}') from None

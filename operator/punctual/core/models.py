@@ -13,9 +13,8 @@ about ticks (that is `planning`). Times are aware UTC datetimes in Python and RF
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 from enum import StrEnum
-from functools import lru_cache
 from typing import Annotated, Any, Final, Literal
 
 from pydantic import (
@@ -28,6 +27,8 @@ from pydantic import (
     model_validator,
 )
 from pydantic.alias_generators import to_camel
+
+from punctual.core.times import as_utc, format_time
 
 # How many entries status.recentFirings keeps, newest first.
 MAX_RECENT_FIRINGS: Final = 20
@@ -60,36 +61,9 @@ class FiringOutcome(StrEnum):
     FAILED = "Failed"
 
 
-def _as_utc(value: datetime) -> datetime:
-    if value.tzinfo is None or value.utcoffset() is None:
-        raise ValueError("must be an RFC 3339 time with a UTC offset, e.g. 2026-11-25T02:00:00Z")
-    return value.astimezone(UTC)
-
-
-@lru_cache(maxsize=16384)
-def format_time(value: datetime) -> str:
-    """RFC 3339 in UTC with a Z: "2026-11-25T02:00:00Z" (fractions only if present).
-
-    Cached: every status dump formats the same few instants again (ticks, transition
-    times), and strftime was the largest single cost of deciding in a herd's profile.
-    Equal instants in other zones share an entry, rightly: the output is UTC.
-    """
-    value = value.astimezone(UTC)
-    text = value.strftime("%Y-%m-%dT%H:%M:%S")
-    if value.microsecond:
-        text += f".{value.microsecond:06d}"
-    return text + "Z"
-
-
-def parse_time(value: str) -> datetime:
-    """An RFC 3339 time from the API ("2026-11-25T02:00:00Z") as an aware UTC datetime."""
-    parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    return _as_utc(parsed)
-
-
 UtcTime = Annotated[
     datetime,
-    AfterValidator(_as_utc),
+    AfterValidator(as_utc),
     PlainSerializer(format_time, return_type=str, when_used="json"),
 ]
 

@@ -23,13 +23,13 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any, Final, Literal
 
 from pydantic import ValidationError
 
-from punctual.jobs import JobSnapshot, JobState, build_job, manual_job_name
-from punctual.models import (
+from punctual.core.jobs import JobSnapshot, JobState, build_job, manual_job_name
+from punctual.core.models import (
     MAX_RECENT_FIRINGS,
     ActiveJob,
     ConcurrencyPolicy,
@@ -41,13 +41,12 @@ from punctual.models import (
     RecordedFiring,
     describe_error,
     dump_status,
-    format_time,
     parse_status,
-    parse_time,
 )
-from punctual.naming import job_name
-from punctual.planning import TickPlan, plan_ticks, schedule_fingerprint
-from punctual.schedules import jitter_offset
+from punctual.core.naming import job_name
+from punctual.core.planning import TickPlan, plan_ticks, schedule_fingerprint
+from punctual.core.schedules import jitter_offset
+from punctual.core.times import EPOCH, format_time, parse_time
 
 # The annotation a user (or `punctual trigger`) sets on a CronSchedule to fire it now.
 # Its value is the request id: each distinct value fires once.
@@ -55,7 +54,6 @@ TRIGGER_ANNOTATION: Final = "punctual.dev/trigger"
 # How soon to look again at a schedule whose claims are not yet seen as Jobs.
 IN_FLIGHT_RECHECK: Final = timedelta(seconds=2)
 
-_EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 
 EventType = Literal["Normal", "Warning"]
 
@@ -283,7 +281,7 @@ def decide(
     creating = {name: tick for name, tick, _, _ in creates}
     active = [
         # No uid: the claim cannot know it, and seeing the Job must not change the entry.
-        ActiveJob(name=j.name, tick=j.tick or j.created or _EPOCH)
+        ActiveJob(name=j.name, tick=j.tick or j.created or EPOCH)
         for j in live
         if j.name not in replaced
     ]
@@ -497,7 +495,7 @@ def _prune(
     ):
         done = sorted(
             (j for j in jobs if j.state is state and not j.deleting),
-            key=lambda j: (j.finished_at or j.created or j.tick or _EPOCH, j.name),
+            key=lambda j: (j.finished_at or j.created or j.tick or EPOCH, j.name),
             reverse=True,
         )
         prune += [

@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
 if TYPE_CHECKING:
-    from punctual.kubeapi import KubeClient
+    from punctual.kube.client import KubeClient
 
 
 class _Context(Protocol):
@@ -151,8 +151,8 @@ def add_run_command(subparsers: Any) -> None:
 
 
 def _run(arguments: argparse.Namespace, context: _Context) -> int:
-    from punctual.leading import LeaseConfig
-    from punctual.running import Fatal, Options, run
+    from punctual.kube.leases import LeaseConfig
+    from punctual.runtime.process import Fatal, Options, run
 
     options = Options(
         kubeconfig=arguments.kubeconfig,
@@ -210,8 +210,8 @@ def add_trigger_command(subparsers: Any) -> None:
 
 def _trigger(arguments: argparse.Namespace, context: _Context) -> int:
     from punctual.clocks import SystemClock
-    from punctual.deciding import TRIGGER_ANNOTATION
-    from punctual.models import format_time
+    from punctual.core.deciding import TRIGGER_ANNOTATION
+    from punctual.core.times import format_time
 
     request = f"{format_time(SystemClock().now().replace(microsecond=0))}-{secrets.token_hex(3)}"
     patch = {"metadata": {"annotations": {TRIGGER_ANNOTATION: request}}}
@@ -240,8 +240,8 @@ def _on_schedule(
     action: Callable[[KubeClient, str], Awaitable[dict[str, Any]]],
 ) -> dict[str, Any] | None:
     """Run `action(api, path)` on the CronSchedule NAME; None (said why) if it failed."""
-    from punctual.firing import schedule_path
-    from punctual.kubeapi import ApiError, KubeClient, NotFound, load_credentials
+    from punctual.kube.applying import schedule_path
+    from punctual.kube.client import ApiError, KubeClient, NotFound, load_credentials
 
     try:
         credentials = load_credentials(arguments.kubeconfig)

@@ -14,16 +14,16 @@ characters or outside DNS-1123.
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Final
+
+from punctual.core.times import EPOCH, unix_seconds
 
 # CronSchedule names are at most 52 characters (the CRD enforces it), so that the
 # "-<unix seconds>" suffix (10 digits until the year 2286) keeps Job names <= 63.
 MAX_SCHEDULE_NAME_LENGTH: Final = 52
 MAX_JOB_NAME_LENGTH: Final = 63
 
-_EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
-_SECOND: Final = timedelta(seconds=1)
 _SCHEDULE_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?")
 
 
@@ -31,7 +31,7 @@ def tick_seconds(tick: datetime) -> int:
     """The nominal tick as whole Unix seconds (rounded down)."""
     if tick.utcoffset() is None:
         raise ValueError(f"tick {tick!r} must be an aware datetime")
-    return (tick - _EPOCH) // _SECOND
+    return unix_seconds(tick)
 
 
 def job_name(schedule_name: str, tick: datetime) -> str:
@@ -59,4 +59,4 @@ def parse_tick_from_job_name(schedule_name: str, name: str) -> datetime | None:
     digits = name[len(prefix) :]
     if not digits.isascii() or not digits.isdigit() or (len(digits) > 1 and digits[0] == "0"):
         return None
-    return _EPOCH + timedelta(seconds=int(digits))
+    return EPOCH + timedelta(seconds=int(digits))

@@ -30,16 +30,14 @@ from kopf._core.engines.indexing import OperatorIndexers
 from kopf._core.engines.peering import Identity
 
 from punctual.clocks import ServerClock
-from punctual.deciding import Decision, Leadership, decide
-from punctual.events import EventRecorder
-from punctual.firing import Firer, NotLeader, schedule_path
-from punctual.jobs import JobSnapshot
-from punctual.kubeapi import ApiError, KubeClient, NotFound, Unavailable, load_credentials
-from punctual.leading import LeaderElector, LeaseConfig
-from punctual.metrics import Metrics, serve
-from punctual.ratelimiting import RateLimiter
-from punctual.scheduling import Key, SchedulerLoop
-from punctual.watching import (
+from punctual.core.deciding import Decision, Leadership, decide
+from punctual.core.jobs import JobSnapshot
+from punctual.kube.applying import Firer, NotLeader, schedule_path
+from punctual.kube.client import ApiError, KubeClient, NotFound, Unavailable, load_credentials
+from punctual.kube.events import EventRecorder
+from punctual.kube.leases import LeaderElector, LeaseConfig
+from punctual.kube.ratelimiting import RateLimiter
+from punctual.kube.watching import (
     JOBS_INDEX,
     SCHEDULES_INDEX,
     make_registry,
@@ -47,6 +45,8 @@ from punctual.watching import (
     unpack,
     without_managed_fields,
 )
+from punctual.metrics import Metrics, serve
+from punctual.runtime.scheduling import Key, SchedulerLoop
 
 logger = logging.getLogger("punctual")
 

@@ -26,10 +26,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from punctual.clocks import Clock
-from punctual.deciding import Decision, EventNote, JobToDelete
-from punctual.events import EventRecorder
-from punctual.jobs import JobSnapshot, owned_by
-from punctual.kubeapi import (
+from punctual.core.deciding import Decision, EventNote, JobToDelete
+from punctual.core.jobs import JobSnapshot, owned_by
+from punctual.core.models import FiringOutcome
+from punctual.core.times import format_time
+from punctual.kube.client import (
     AlreadyExists,
     ApiError,
     Conflict,
@@ -37,9 +38,9 @@ from punctual.kubeapi import (
     NotFound,
     Unavailable,
 )
+from punctual.kube.events import EventRecorder
+from punctual.kube.ratelimiting import RateLimiter
 from punctual.metrics import Metrics
-from punctual.models import FiringOutcome, format_time
-from punctual.ratelimiting import RateLimiter
 
 logger = logging.getLogger(__name__)
 

@@ -23,8 +23,8 @@ from typing import Any
 
 import kopf
 
-from punctual.jobs import LABEL_SCHEDULE, LABEL_SCHEDULE_UID, JobSnapshot
-from punctual.kubeapi import Credentials
+from punctual.core.jobs import LABEL_SCHEDULE, LABEL_SCHEDULE_UID, JobSnapshot
+from punctual.kube.client import Credentials
 
 Key = tuple[str, str]
 

@@ -1,0 +1,10 @@
+"""The `punctual` command line (also `kubectl punctual`).
+
+`main` parses the arguments and dispatches to a subcommand: the schedule questions
+(`next`, `explain`, in `main`) and the cluster commands (`run`, `trigger`, `history`,
+in `cluster`). Every subcommand answers bad input with one line and exit status 2.
+"""
+
+from punctual.cli.main import main
+
+__all__ = ["main"]

@@ -1,0 +1,140 @@
+"""Explaining a cron expression in one English sentence.
+
+Why it exists: `punctual explain` and the `InvalidSpec`-free path of `kubectl get`
+let a user check what a schedule means before it fires.
+
+What it must never do: decide anything; it only words what parsing expanded.
+"""
+
+from __future__ import annotations
+
+from punctual.core.schedules.parsing import MONTH_NAMES, WEEKDAY_NAMES, CronFields, join_words
+from punctual.core.schedules.ticks import parse_schedule
+
+
+def explain(expression: str, *, time_zone: str = "UTC", uid: str | None = None) -> str:
+    """One English sentence for a schedule: "At 02:00, every day, in Europe/Berlin."."""
+    ticks = parse_schedule(expression, time_zone=time_zone, uid=uid)
+    return describe(ticks.fields, ticks.zone.key)
+
+
+def describe(fields: CronFields, zone_name: str = "UTC") -> str:
+    """The sentence for already expanded fields (`explain` without the parsing)."""
+    parts: list[str] = []
+    few_times = fields.per_day <= 4
+    if few_times:
+        show_seconds = fields.has_seconds and fields.seconds != (0,)
+        times = [
+            f"{h:02d}:{m:02d}:{s:02d}" if show_seconds else f"{h:02d}:{m:02d}"
+            for h in fields.hours
+            for m in fields.minutes
+            for s in fields.seconds
+        ]
+        parts.append(f"at {join_words(times)}")
+    else:
+        parts.extend(_frequency_parts(fields))
+    days = _day_part(fields)
+    if days or few_times:
+        parts.append(days or "every day")
+    if len(fields.months) < 12:
+        parts.append(f"in {_values_text(sorted(fields.months), MONTH_NAMES)}")
+    if zone_name != "UTC":
+        parts.append(f"in {zone_name}")
+    sentence = ", ".join(parts)
+    return sentence[0].upper() + sentence[1:] + "."
+
+
+def _frequency_parts(fields: CronFields) -> list[str]:
+    minutes, hours = fields.minutes, fields.hours
+    if fields.has_seconds and fields.seconds != (0,):
+        parts = [_cycle_text(fields.seconds, 59, "second")]
+        if len(minutes) < 60:
+            label = "minute" if len(minutes) == 1 else "minutes"
+            parts.append(f"during {label} {_values_text(minutes)}")
+    else:
+        parts = [_cycle_text(minutes, 59, "minute")]
+        if len(minutes) == 1 and len(hours) == 24:
+            parts[0] += " of every hour"
+    if len(hours) == 24:
+        return parts
+    progression = _progression(hours, 23)
+    runs = _runs(hours)
+    if progression is not None and progression[0] == 0:
+        parts.append(f"in every {_ordinal(progression[1])} hour")
+    elif len(runs) == 1:
+        parts.append(f"between {runs[0][0]:02d}:00 and {runs[0][1]:02d}:59")
+    else:
+        parts.append(f"during hours {_values_text(hours)}")
+    return parts
+
+
+def _cycle_text(values: tuple[int, ...], high: int, unit: str) -> str:
+    if len(values) == high + 1:
+        return f"every {unit}"
+    if len(values) == 1:
+        return f"at {unit} {values[0]}"
+    progression = _progression(values, high)
+    if progression is not None:
+        start, step = progression
+        every = f"every {step} {unit}s"
+        return every if start == 0 else f"{every} from {unit} {start}"
+    return f"at {unit}s {_values_text(values)}"
+
+
+def _day_part(fields: CronFields) -> str:
+    day_text = weekday_text = ""
+    if fields.days_restricted:
+        days = sorted(fields.days)
+        label = "day" if len(days) == 1 else "days"
+        if days and fields.last_day:
+            day_text = f"on {label} {_values_text(days)} and the last day of the month"
+        elif days:
+            day_text = f"on {label} {_values_text(days)} of the month"
+        else:
+            day_text = "on the last day of the month"
+    if fields.weekdays_restricted:
+        weekday_text = f"on {_values_text(sorted(fields.weekdays), WEEKDAY_NAMES)}"
+    if day_text and weekday_text:
+        return f"{day_text} or {weekday_text}"
+    return day_text or weekday_text
+
+
+def _values_text(values: tuple[int, ...] | list[int], names: tuple[str, ...] = ()) -> str:
+    """ "1, 3 and 5", "Monday through Friday": runs of three or more become ranges."""
+
+    def name(value: int) -> str:
+        return names[value] if names else str(value)
+
+    items: list[str] = []
+    for first, last in _runs(values):
+        if last - first >= 2:
+            items.append(f"{name(first)} through {name(last)}")
+        else:
+            items.extend(name(v) for v in range(first, last + 1))
+    return join_words(items)
+
+
+def _runs(values: tuple[int, ...] | list[int]) -> list[tuple[int, int]]:
+    runs: list[tuple[int, int]] = []
+    for value in values:
+        if runs and value == runs[-1][1] + 1:
+            runs[-1] = (runs[-1][0], value)
+        else:
+            runs.append((value, value))
+    return runs
+
+
+def _progression(values: tuple[int, ...], high: int) -> tuple[int, int] | None:
+    """(start, step) when values are exactly range(start, high + 1, step), start < step."""
+    if len(values) < 2:
+        return None
+    start, step = values[0], values[1] - values[0]
+    if start >= step or tuple(range(start, high + 1, step)) != values:
+        return None
+    return start, step
+
+
+def _ordinal(number: int) -> str:
+    if 10 <= number % 100 <= 20:
+        return f"{number}th"
+    return f"{number}{ {1: 'st', 2: 'nd', 3: 'rd'}.get(number % 10, 'th') }"
