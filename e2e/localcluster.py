@@ -35,6 +35,11 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # imported where used, so that free_port() needs no cryptography
+    from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
+    from cryptography.x509 import Certificate
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -447,7 +452,11 @@ class LocalCluster:
                 raise RuntimeError(f"{name} exited during start-up; last lines:\n{tail}")
 
     def _argv(self, name: str) -> list[str]:
-        p, pki = self.ports, (lambda f: self._path("pki", f))
+        p = self.ports
+
+        def pki(f: str) -> str:
+            return self._path("pki", f)
+
         kubeconfig = str(self.kubeconfig)
         if name == "etcd":
             return [
@@ -624,10 +633,10 @@ def _make_cert(
     common_name: str,
     *,
     ca: bool = False,
-    signer: tuple[object, object] | None = None,
+    signer: tuple[RSAPrivateKey, Certificate] | None = None,
     dns: list[str] | None = None,
     ips: list[str] | None = None,
-) -> tuple[object, object]:
+) -> tuple[RSAPrivateKey, Certificate]:
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes
     from cryptography.hazmat.primitives.asymmetric import rsa
@@ -640,7 +649,7 @@ def _make_cert(
     builder = (
         x509.CertificateBuilder()
         .subject_name(subject)
-        .issuer_name(sign_cert.subject if sign_cert else subject)  # type: ignore[attr-defined]
+        .issuer_name(sign_cert.subject if sign_cert else subject)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - dt.timedelta(hours=1))
@@ -651,25 +660,31 @@ def _make_cert(
         names: list[x509.GeneralName] = [x509.DNSName(d) for d in dns or []]
         names += [x509.IPAddress(ipaddress.ip_address(i)) for i in ips or []]
         builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
-    cert = builder.sign(sign_key, hashes.SHA256())  # type: ignore[arg-type]
+    cert = builder.sign(sign_key, hashes.SHA256())
     return key, cert
 
 
 def _write_pem(
-    path: Path, *, cert: object = None, key: object = None, public: object = None
+    path: Path,
+    *,
+    cert: Certificate | None = None,
+    key: RSAPrivateKey | None = None,
+    public: RSAPrivateKey | None = None,
 ) -> None:
     from cryptography.hazmat.primitives import serialization as ser
 
     if cert is not None:
-        data = cert.public_bytes(ser.Encoding.PEM)  # type: ignore[attr-defined]
+        data = cert.public_bytes(ser.Encoding.PEM)
     elif key is not None:
-        data = key.private_bytes(  # type: ignore[attr-defined]
+        data = key.private_bytes(
             ser.Encoding.PEM, ser.PrivateFormat.TraditionalOpenSSL, ser.NoEncryption()
         )
-    else:
-        data = public.public_key().public_bytes(  # type: ignore[union-attr]
+    elif public is not None:
+        data = public.public_key().public_bytes(
             ser.Encoding.PEM, ser.PublicFormat.SubjectPublicKeyInfo
         )
+    else:
+        raise TypeError("_write_pem needs one of cert, key or public")
     path.write_bytes(data)
     path.chmod(0o600)
 

@@ -275,7 +275,7 @@ def every_second(name: str, **spec: Any) -> dict[str, Any]:
 
 def authorized_writes(
     cluster: Cluster, user: str, namespaces: set[str]
-) -> set[tuple[str, str, str | None]]:
+) -> set[tuple[str, str | None, str | None]]:
     """(verb, resource, subresource) of the writes `user` made that RBAC let through: any
     answer but 403 (a 404 or 409 comes after the authorization check)."""
     return {

@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 
 from .conftest import REPO, Cluster
-from .operators import operators, wait_until
-from .test_operator import apply, assert_exactly_once, created, leader_of, schedule, tick_of
+from .operators import operators, tick_of, wait_until
+from .test_operator import apply, assert_exactly_once, created, leader_of, schedule
 
 pytestmark = pytest.mark.e2e
 
@@ -32,7 +32,7 @@ POLICY = REPO / "crds" / "fencing.punctual.dev.yaml"
 def fenced(crd: Cluster, namespace: str) -> Iterator[str]:
     """The fencing policy, bound to the Fence in `namespace`."""
     crd.kubectl("apply", "-f", str(POLICY))
-    binding = {
+    binding: dict[str, Any] = {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingAdmissionPolicyBinding",
         "metadata": {"name": f"punctual-fencing-{namespace}"},

@@ -20,9 +20,9 @@ from punctual.core.models import (
     describe_error,
     dump_spec,
     dump_status,
-    format_time,
     parse_body,
 )
+from punctual.core.times import format_time
 
 BODY = {
     "apiVersion": "punctual.dev/v1",
@@ -202,7 +202,7 @@ def test_fractions_survive_and_zone_offsets_become_z() -> None:
 def test_models_are_immutable() -> None:
     spec = CronScheduleSpec(schedule="* * * * *")
     with pytest.raises(ValidationError):
-        spec.suspend = True  # type: ignore[misc]
+        spec.suspend = True
     assert spec.model_copy(update={"suspend": True}).suspend is True
 
 
