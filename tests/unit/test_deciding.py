@@ -20,6 +20,7 @@ from punctual.core.deciding import (
     IN_FLIGHT_RECHECK,
     TRIGGER_ANNOTATION,
     Decision,
+    Deferral,
     Leadership,
     decide,
 )
@@ -634,7 +635,7 @@ def test_decide(case: Case) -> None:
     for create in decision.creates:
         claimed_before = create.name in {c["job"] for c in status.get("inFlight", [])}
         if not claimed_before:
-            assert decision.status is not None and not decision.deferrable
+            assert decision.status is not None and decision.deferral is Deferral.NEVER
             assert create.name in {c["job"] for c in after["inFlight"]}
 
 
@@ -702,7 +703,7 @@ def test_nothing_due_and_status_current_writes_nothing_and_sleeps_until_the_next
     # The next tick, on time, fires again, on the claim written ahead: no write first.
     fourth = run(schedule_body(spec, second.status), jobs, now=T0 + H)
     assert [c.name for c in fourth.creates] == [n(T0 + H)]
-    assert fourth.deferrable is True
+    assert fourth.deferral is not Deferral.NEVER
 
 
 def test_an_unresolved_claim_asks_to_be_looked_at_again_before_the_next_tick() -> None:
@@ -1175,7 +1176,7 @@ def test_pruning_the_job_of_a_written_claim_is_never_deferred() -> None:
     )
     assert [p.name for p in decision.prune] == [n(T0)]
     assert decision.status is not None
-    assert decision.deferrable is False
+    assert decision.deferral is Deferral.NEVER
 
 
 def test_seeing_a_claimed_job_only_resolves_the_claim_and_may_wait_for_the_next_write() -> None:
@@ -1186,7 +1187,7 @@ def test_seeing_a_claimed_job_only_resolves_the_claim_and_may_wait_for_the_next_
     assert seen.creates == () and seen.prune == ()
     assert seen.status is not None
     assert [c["job"] for c in seen.status["inFlight"]] == [n(T0 + H)]  # only the armed one
-    assert seen.only_resolves_claims is True and seen.deferrable is True
+    assert seen.deferral is Deferral.RESOLVES_CLAIMS_ONLY
 
 
 # -- claims written ahead of their tick (armed) ----------------------------------------
@@ -1205,7 +1206,7 @@ def test_an_armed_tick_fires_with_only_the_create_and_keeps_the_claim_epoch() ->
     spec = spec_body()
     decision = run(schedule_body(spec, armed_status(spec)), now=T0 + H)
     assert [c.name for c in decision.creates] == [n(T0 + H)]
-    assert decision.deferrable is True  # the claim is already written
+    assert decision.deferral is not Deferral.NEVER  # the claim is already written
     assert decision.status is not None
     claims = {c["job"]: c["epoch"] for c in decision.status["inFlight"]}
     assert claims == {n(T0 + H): PREVIOUS_EPOCH, n(T0 + 2 * H): LEADER.epoch}
@@ -1215,7 +1216,7 @@ def test_an_armed_tick_whose_job_exists_is_recorded_without_a_create() -> None:
     spec = spec_body()
     decision = run(schedule_body(spec, armed_status(spec)), [job(T0 + H)], now=T0 + H + 3 * S)
     assert decision.creates == ()
-    assert decision.status is not None and decision.deferrable is True
+    assert decision.status is not None and decision.deferral is not Deferral.NEVER
     assert decision.status["lastScheduledTime"] == iso(T0 + H)
     assert [f["job"] for f in decision.status["recentFirings"]] == [n(T0 + H), n(T0)]
     assert decision.status["recentFirings"][0]["epoch"] == PREVIOUS_EPOCH
@@ -1231,7 +1232,7 @@ def test_an_armed_tick_of_an_edited_schedule_never_fires() -> None:
         assert n(T0 + H) not in {c.name for c in decision.creates}, now
         assert decision.status is not None
         assert n(T0 + H) not in {c["job"] for c in decision.status["inFlight"]}
-        assert decision.deferrable is False  # the edit is reported and written at once
+        assert decision.deferral is Deferral.NEVER  # the edit is reported and written at once
 
 
 def test_an_armed_tick_of_a_suspended_schedule_never_fires_and_its_claim_goes() -> None:
@@ -1245,7 +1246,7 @@ def test_an_armed_tick_past_its_starting_deadline_is_missed_not_fired() -> None:
     spec = spec_body(startingDeadlineSeconds=60)
     decision = run(schedule_body(spec, armed_status(spec)), now=T0 + H + 5 * M)
     assert decision.creates == ()
-    assert decision.status is not None and decision.deferrable is False
+    assert decision.status is not None and decision.deferral is Deferral.NEVER
     assert decision.status["recentFirings"][0]["outcome"] == MISSED.value
     assert n(T0 + H) not in {c["job"] for c in decision.status["inFlight"]}
 
@@ -1255,7 +1256,7 @@ def test_forbid_decides_an_armed_tick_when_it_comes_not_when_it_was_armed() -> N
     running = job(T0)  # the previous Job still runs at T0 + H
     decision = run(schedule_body(spec, armed_status(spec)), [running], now=T0 + H)
     assert decision.creates == ()
-    assert decision.status is not None and decision.deferrable is False
+    assert decision.status is not None and decision.deferral is Deferral.NEVER
     [skip] = [f for f in decision.status["recentFirings"] if f["tick"] == iso(T0 + H)]
     assert skip["outcome"] == SKIPPED.value
     assert n(T0 + H) not in {c["job"] for c in decision.status["inFlight"]}

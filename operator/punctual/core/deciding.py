@@ -24,6 +24,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from enum import Enum
 from typing import Any, Final, Literal
 
 from pydantic import ValidationError
@@ -56,6 +57,18 @@ IN_FLIGHT_RECHECK: Final = timedelta(seconds=2)
 
 
 EventType = Literal["Normal", "Warning"]
+
+
+class Deferral(Enum):
+    """Whether a Decision's status write may wait for a later write to carry it."""
+
+    NEVER = "never"  # it fences a create, reports something, or moves the cursor
+    # It changes only bookkeeping (a Job finished, a claim was seen created): it may
+    # wait up to the status delay, so a Job finishing meanwhile costs no write.
+    BOOKKEEPING = "bookkeeping"
+    # Its only change: claims whose Jobs are now seen leave inFlight. Never worth a
+    # write of its own; the next write carries it (and recovery finds the Jobs).
+    RESOLVES_CLAIMS_ONLY = "resolves-claims-only"
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,15 +106,9 @@ class Decision:
     prune: tuple[JobToDelete, ...] = ()
     events: tuple[EventNote, ...] = ()
     next_wake: datetime | None = None
-    plan: TickPlan | None = None
-    # The status changed only in bookkeeping (a Job finished, a claim was seen created):
-    # the shell may leave it to the next claim if that comes soon, saving one write per
-    # firing. History clean-up (prune) needs no status write and still happens now.
-    deferrable: bool = False
-    # The only change: claims whose Jobs are now seen leave inFlight. Never worth a write
-    # of its own; the next write carries it (and recovery finds the Jobs meanwhile).
-    only_resolves_claims: bool = False
-    # Set by the shell when it leaves `status` for a later write: what that write will
+    # When and how the status write may wait for a later one (see `deferring`).
+    deferral: Deferral = Deferral.NEVER
+    # Set by `deferring` when the status is left for a later write: what that write will
     # say. A create that fails for good is recorded on top of it, at once.
     deferred_status: dict[str, Any] | None = None
     # For metrics, counted once the status that records them is written.
@@ -122,6 +129,34 @@ class Leadership:
     identity: str
 
 
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A Job this decision may create: for a scheduled tick, or for a manual trigger."""
+
+    job: str
+    tick: datetime
+    manual: bool = False
+    request: str | None = None  # the trigger's request id, when it is still known
+
+
+@dataclass(frozen=True, slots=True)
+class _Schedule:
+    """What one decision reads of the schedule and its Jobs."""
+
+    name: str
+    uid: str
+    generation: int
+    annotations: Mapping[str, str]
+    created: datetime
+    old: CronScheduleStatus
+    ours: tuple[JobSnapshot, ...]  # the Jobs this schedule owns
+    by_name: Mapping[str, JobSnapshot]
+
+    @property
+    def live(self) -> list[JobSnapshot]:
+        return [j for j in self.ours if j.active]
+
+
 @dataclass(slots=True)
 class _Draft:
     """The status being assembled for one decision."""
@@ -140,16 +175,14 @@ def decide(
     now: datetime,
     leadership: Leadership,
 ) -> Decision:
-    """Decide everything about one schedule at `now` (the API server's time)."""
-    meta = body["metadata"]
-    uid = str(meta["uid"])
-    generation = int(meta.get("generation") or 0)
-    try:
-        old = parse_status(body)
-    except ValidationError:
-        old = CronScheduleStatus()  # an unreadable status is rebuilt, never a crash
-    ours = [j for j in jobs if j.schedule_uid == uid]
+    """Decide everything about one schedule at `now` (the API server's time).
 
+    The steps, each a function below: read the spec; plan the ticks; recover the
+    claims in flight; gather the new candidates (due ticks, a manual trigger); let
+    the concurrency policy choose; claim them; record missed and skipped ticks; claim
+    the next tick ahead; prune history; build the status; say when to look again.
+    """
+    schedule = _read(body, jobs)
     # 1. Read the spec; an invalid one is reported in status and Events, never raised.
     try:
         spec = CronScheduleSpec.model_validate(body.get("spec") or {})
@@ -157,91 +190,201 @@ def decide(
         # A fingerprint no valid spec has is written, so that any fix is an edit: the
         # cursor moves to now then, and no tick of the invalid period fires.
         keep = {"schedule_fingerprint": "invalid-" + _raw_fingerprint(body.get("spec") or {})}
-        return _invalid(old, describe_error(error), now=now, generation=generation, updates=keep)
-
+        return _invalid(schedule, describe_error(error), now=now, updates=keep)
     # 2. Plan the ticks on the API server's clock.
+    old = schedule.old
     plan = plan_ticks(
         spec,
-        uid=uid,
-        created=parse_time(meta["creationTimestamp"]),
+        uid=schedule.uid,
+        created=schedule.created,
         cursor=old.last_scheduled_time,
         fingerprint=old.schedule_fingerprint,
         now=now,
     )
     if plan.invalid is not None:
-        # The fingerprint is still written: fixing the spec later is an edit, so the
-        # cursor moves to now then and no tick from the invalid period fires.
         written = {"schedule_fingerprint": plan.fingerprint, "last_scheduled_time": plan.cursor}
-        return _invalid(old, plan.invalid, now=now, generation=generation, updates=written)
+        return _invalid(schedule, plan.invalid, now=now, updates=written)
 
     draft = _Draft(status=old, epoch=leadership.epoch)
-    by_name = {j.name: j for j in ours}
-    live = [j for j in ours if j.active]
-
-    # 3. In-flight claims: resolved once their Job is seen, otherwise created again
-    #    (the claim was written, the create may not have happened: a crash, a 5xx).
-    #    Claims written ahead of their tick ("armed", beyond the cursor) are not
-    #    recovered here: their tick is decided with the due ticks below, under the
-    #    policy as it is then, and a claim the plan no longer fires is dropped.
-    armed = {c.job: c for c in old.in_flight if _is_armed(c, meta["name"], old.last_scheduled_time)}
-    in_flight: list[InFlightClaim] = []
-    wanted: list[tuple[str, datetime, bool, str | None]] = []  # (name, tick, manual, request)
-    for claim in old.in_flight:
-        if claim.job not in by_name and claim.job not in armed:
-            in_flight.append(claim)
-            manual = claim.job != job_name(meta["name"], claim.tick)
-            request = old.last_trigger if manual else None
-            if request is not None and claim.job != manual_job_name(meta["name"], request):
-                request = None  # an older manual claim: its request id is no longer known
-            wanted.append((claim.job, claim.tick, manual, request))
-
-    # 4. New firings: due ticks, then a manual trigger. A due tick whose Job exists was
-    #    created on its armed claim by a pass whose status write was left for later.
-    for due in plan.due:
-        name = job_name(meta["name"], due.tick)
-        if name in by_name:
-            epoch = armed[name].epoch if name in armed else leadership.epoch
-            draft.firings.append(
-                RecordedFiring(tick=due.tick, job=name, outcome=FiringOutcome.CREATED, epoch=epoch)
-            )
-            continue
-        wanted.append((name, due.tick, False, None))
-    request = (meta.get("annotations") or {}).get(TRIGGER_ANNOTATION)
-    last_trigger = old.last_trigger
-    if request and request != old.last_trigger:
-        wanted.append((manual_job_name(meta["name"], request), now, True, request))
-        last_trigger = request
-        draft.events.append(EventNote("Normal", "Triggered", f"Manual trigger {request!r}"))
-
-    # 5. The concurrency policy decides which of them are created.
-    creates, replace = _apply_concurrency(
-        spec.concurrency_policy, wanted, live, draft, in_flight_jobs={c.job for c in in_flight}
+    ahead = _claimed_ahead(schedule)
+    in_flight, recovering = _recover_claims(schedule, ahead)  # 3.
+    wanted = recovering + _due(schedule, plan, ahead, draft)  # 4.
+    trigger = _manual_trigger(schedule, now, draft)
+    if trigger is not None:
+        wanted.append(trigger)
+    creates, replace = _apply_concurrency(  # 5.
+        spec.concurrency_policy,
+        wanted,
+        schedule.live,
+        draft,
+        recovering={c.job for c in in_flight},
     )
-    recovered = {c.job for c in in_flight}
-    fresh_claims = [name for name, _, _, _ in creates if name not in recovered | set(armed)]
-    for name, tick, manual, _ in creates:
-        if name not in recovered:
-            in_flight.append(
-                armed.get(name) or InFlightClaim(tick=tick, job=name, epoch=leadership.epoch)
-            )
-            draft.firings.append(
-                RecordedFiring(
-                    tick=tick,
-                    job=name,
-                    outcome=FiringOutcome.CREATED,
-                    epoch=leadership.epoch,
-                    manual=manual,
-                )
-            )
+    fresh = _claim(creates, in_flight, ahead, draft)
+    _record_missed_and_skipped(plan, draft)  # 6.
+    _claim_next_tick(schedule, plan, in_flight, ahead, leadership.epoch)  # 7.
+    # 8. History: keep the newest finished Jobs, never one whose tick is in flight.
+    replaced = {j.name for j in replace}
+    prune = _prune(spec, schedule.ours, keep={c.job for c in in_flight} | replaced)
+    # 9. Status: what happened, newest first, and what is running now.
+    new, history = _new_status(
+        schedule,
+        plan,
+        draft,
+        creates=creates,
+        in_flight=in_flight,
+        replaced=replaced,
+        last_trigger=trigger.request if trigger is not None else old.last_trigger,
+        now=now,
+    )
+    new_status, old_status = dump_status(new), dump_status(old)
+    return Decision(
+        status=None if new_status == old_status else new_status,
+        deferral=_deferral(
+            schedule,
+            plan,
+            draft,
+            new_status=new_status,
+            in_flight=in_flight,
+            ahead=ahead,
+            fresh=fresh,
+            replace=replace,
+            prune=prune,
+        ),
+        replace=tuple(replace),
+        creates=tuple(
+            _job_to_create(body, c, spec, leadership, uid=schedule.uid, now=now) for c in creates
+        ),
+        prune=tuple(prune),
+        events=tuple(draft.events),
+        missed=sum(f.count for f in plan.missed),
+        skipped=tuple(Counter(draft.skips).items())
+        + tuple(("missedRunPolicy=Skip", group.count) for group in plan.skipped),
+        newly_failed=sum(
+            1
+            for before, after in zip(old.recent_firings, history, strict=True)
+            if before.outcome is not after.outcome and after.outcome is FiringOutcome.FAILED
+        ),
+        next_wake=_next_wake(plan, in_flight, now),  # 10.
+    )
 
-    # 6. Missed and skipped ticks are recorded with their reasons and counts.
+
+def _read(body: Mapping[str, Any], jobs: Sequence[JobSnapshot]) -> _Schedule:
+    meta = body["metadata"]
+    uid = str(meta["uid"])
+    try:
+        old = parse_status(body)
+    except ValidationError:
+        old = CronScheduleStatus()  # an unreadable status is rebuilt, never a crash
+    ours = tuple(j for j in jobs if j.schedule_uid == uid)
+    return _Schedule(
+        name=str(meta["name"]),
+        uid=uid,
+        generation=int(meta.get("generation") or 0),
+        annotations=meta.get("annotations") or {},
+        created=parse_time(meta["creationTimestamp"]),
+        old=old,
+        ours=ours,
+        by_name={j.name: j for j in ours},
+    )
+
+
+def _claimed_ahead(schedule: _Schedule) -> dict[str, InFlightClaim]:
+    """Claims written ahead of their tick: scheduled (not manual) ticks beyond the cursor.
+
+    They are not recovered as in-flight claims: their tick is decided with the due
+    ticks, under the policy as it is then, and a claim the plan no longer fires goes.
+    """
+    cursor = schedule.old.last_scheduled_time
+    return {
+        c.job: c
+        for c in schedule.old.in_flight
+        if c.job == job_name(schedule.name, c.tick) and (cursor is None or c.tick > cursor)
+    }
+
+
+def _recover_claims(
+    schedule: _Schedule, ahead: Mapping[str, InFlightClaim]
+) -> tuple[list[InFlightClaim], list[Candidate]]:
+    """3. Claims in flight whose Job is not seen: created again (the claim was written,
+    the create may not have happened: a crash, a 5xx). Seen ones are resolved."""
+    in_flight: list[InFlightClaim] = []
+    recovering: list[Candidate] = []
+    for claim in schedule.old.in_flight:
+        if claim.job in schedule.by_name or claim.job in ahead:
+            continue
+        in_flight.append(claim)
+        manual = claim.job != job_name(schedule.name, claim.tick)
+        request = schedule.old.last_trigger if manual else None
+        if request is not None and claim.job != manual_job_name(schedule.name, request):
+            request = None  # an older manual claim: its request id is no longer known
+        recovering.append(Candidate(claim.job, claim.tick, manual, request))
+    return in_flight, recovering
+
+
+def _due(
+    schedule: _Schedule, plan: TickPlan, ahead: Mapping[str, InFlightClaim], draft: _Draft
+) -> list[Candidate]:
+    """4. The due ticks. One whose Job exists was created on its claim written ahead, by
+    a pass whose status write was left for later: it is recorded, not created."""
+    due: list[Candidate] = []
+    for tick in (d.tick for d in plan.due):
+        name = job_name(schedule.name, tick)
+        if name not in schedule.by_name:
+            due.append(Candidate(name, tick))
+            continue
+        epoch = ahead[name].epoch if name in ahead else draft.epoch
+        draft.firings.append(
+            RecordedFiring(tick=tick, job=name, outcome=FiringOutcome.CREATED, epoch=epoch)
+        )
+    return due
+
+
+def _manual_trigger(schedule: _Schedule, now: datetime, draft: _Draft) -> Candidate | None:
+    """A trigger annotation with a request id not seen before fires once, now."""
+    request = schedule.annotations.get(TRIGGER_ANNOTATION)
+    if not request or request == schedule.old.last_trigger:
+        return None
+    draft.events.append(EventNote("Normal", "Triggered", f"Manual trigger {request!r}"))
+    return Candidate(manual_job_name(schedule.name, request), now, True, request)
+
+
+def _claim(
+    creates: Sequence[Candidate],
+    in_flight: list[InFlightClaim],
+    ahead: Mapping[str, InFlightClaim],
+    draft: _Draft,
+) -> list[str]:
+    """5. Put the chosen candidates in flight and record them; return the Jobs whose
+    claim is new in this write (not recovered, not claimed ahead before)."""
+    recovered = {c.job for c in in_flight}
+    for candidate in creates:
+        if candidate.job in recovered:
+            continue
+        claim = ahead.get(candidate.job)
+        in_flight.append(
+            claim or InFlightClaim(tick=candidate.tick, job=candidate.job, epoch=draft.epoch)
+        )
+        draft.firings.append(
+            RecordedFiring(
+                tick=candidate.tick,
+                job=candidate.job,
+                outcome=FiringOutcome.CREATED,
+                epoch=draft.epoch,
+                manual=candidate.manual,
+            )
+        )
+    return [c.job for c in creates if c.job not in recovered and c.job not in ahead]
+
+
+def _record_missed_and_skipped(plan: TickPlan, draft: _Draft) -> None:
+    """6. Missed and skipped ticks are recorded with their reasons and counts."""
     for group in (*plan.missed, *plan.skipped):
         noun = "tick" if group.count == 1 else "ticks"
         draft.firings.append(
             RecordedFiring(
                 tick=group.newest,
                 outcome=group.outcome,
-                epoch=leadership.epoch,
+                epoch=draft.epoch,
                 reason=f"{group.count} {noun}: {group.reason}",
             )
         )
@@ -258,36 +401,47 @@ def decide(
             EventNote("Normal", "ScheduleChanged", "Schedule edited: the cursor moved to now")
         )
 
-    # 7. Arm the next tick: claim it now, in whichever status write comes before it, so
-    #    that firing it needs only the create. (An armed claim is a claim: nothing else
-    #    may fire that tick, and its Job is never pruned while the claim is written.)
-    if plan.next_tick is not None and not plan.suspended:
-        upcoming = job_name(meta["name"], plan.next_tick)
-        if upcoming not in by_name and all(c.job != upcoming for c in in_flight):
-            in_flight.append(
-                armed.get(upcoming)
-                or InFlightClaim(tick=plan.next_tick, job=upcoming, epoch=leadership.epoch)
-            )
 
-    # 8. History: keep the newest finished Jobs, never one whose tick is in flight.
-    replaced = {j.name for j in replace}
-    prune = _prune(spec, ours, keep={c.job for c in in_flight} | replaced)
-    # Pruning the Job of a claim that is in flight as *written* needs this status written
-    # first (the shell writes it before pruning), or a new leader reading the old status
-    # would create the Job again: such a decision is never deferred.
-    prune_needs_status = any(job.name in {c.job for c in old.in_flight} for job in prune)
+def _claim_next_tick(
+    schedule: _Schedule,
+    plan: TickPlan,
+    in_flight: list[InFlightClaim],
+    ahead: Mapping[str, InFlightClaim],
+    epoch: int,
+) -> None:
+    """7. Claim the next tick ahead, in whichever status write comes before it, so that
+    firing it needs only the create. A claim ahead is a claim: nothing else may fire
+    that tick, and its Job is never pruned while the claim is written."""
+    if plan.next_tick is None or plan.suspended:
+        return
+    upcoming = job_name(schedule.name, plan.next_tick)
+    if upcoming in schedule.by_name or any(c.job == upcoming for c in in_flight):
+        return
+    in_flight.append(
+        ahead.get(upcoming) or InFlightClaim(tick=plan.next_tick, job=upcoming, epoch=epoch)
+    )
 
-    # 9. Status: what happened, newest first, and what is running now.
-    creating = {name: tick for name, tick, _, _ in creates}
+
+def _new_status(
+    schedule: _Schedule,
+    plan: TickPlan,
+    draft: _Draft,
+    *,
+    creates: Sequence[Candidate],
+    in_flight: Sequence[InFlightClaim],
+    replaced: set[str],
+    last_trigger: str | None,
+    now: datetime,
+) -> tuple[CronScheduleStatus, list[RecordedFiring]]:
+    """9. The new status, and the old firings with their outcomes brought up to date."""
+    old, ours = schedule.old, schedule.ours
     active = [
         # No uid: the claim cannot know it, and seeing the Job must not change the entry.
         ActiveJob(name=j.name, tick=j.tick or j.created or EPOCH)
-        for j in live
+        for j in schedule.live
         if j.name not in replaced
     ]
-    active += [
-        ActiveJob(name=name, tick=tick) for name, tick in creating.items() if name not in by_name
-    ]
+    active += [ActiveJob(name=c.job, tick=c.tick) for c in creates if c.job not in schedule.by_name]
     active.sort(key=lambda a: a.tick)
     finished = {j.name: j.state for j in ours if j.state is not JobState.ACTIVE}
     history = [_with_outcome(f, finished, replaced) for f in old.recent_firings]
@@ -295,7 +449,6 @@ def decide(
     recent = sorted(fired, key=lambda f: f.tick, reverse=True) + history
     succeeded = [j.finished_at for j in ours if j.state is JobState.SUCCEEDED and j.finished_at]
     last_success = max([*succeeded, *filter(None, [old.last_successful_time])], default=None)
-
     new = old.model_copy(
         update={
             "last_scheduled_time": plan.cursor,
@@ -307,65 +460,85 @@ def decide(
             "in_flight": sorted(in_flight, key=lambda c: c.tick),
             "recent_firings": recent[:MAX_RECENT_FIRINGS],
             "last_trigger": last_trigger,
-            "observed_generation": generation,
+            "observed_generation": schedule.generation,
         }
     )
     new = _with_conditions(
-        new, now=now, generation=generation, suspended=plan.suspended, draft=draft
+        new, now=now, generation=schedule.generation, suspended=plan.suspended, draft=draft
     )
+    return new, history
 
-    # 10. When to look again: the next fire instant, or soon if claims are unresolved.
-    next_wake = plan.next_wake
-    if any(c.tick <= now for c in in_flight):
-        recheck = now + IN_FLIGHT_RECHECK
-        next_wake = recheck if next_wake is None else min(next_wake, recheck)
 
-    # The write may wait (for a later write to carry it) when nothing in it fences a
-    # create: no new claim, no Replace, nothing to prune that the written status still
-    # protects, nothing to report. Moving the cursor over ticks that were armed is
-    # bookkeeping too: their claims are already written.
-    new_status, old_status = dump_status(new), dump_status(old)
-    over_armed = all(job_name(meta["name"], d.tick) in armed for d in plan.due)
-    bookkeeping = _BOOKKEEPING + (_CURSOR if over_armed else ())
+def _deferral(
+    schedule: _Schedule,
+    plan: TickPlan,
+    draft: _Draft,
+    *,
+    new_status: Mapping[str, Any],
+    in_flight: Sequence[InFlightClaim],
+    ahead: Mapping[str, InFlightClaim],
+    fresh: Sequence[str],
+    replace: Sequence[JobToDelete],
+    prune: Sequence[JobToDelete],
+) -> Deferral:
+    """Whether the status write may wait for a later write to carry it.
+
+    It may when nothing in it fences a create: no new claim, no Replace, nothing to
+    prune that the written status still protects (pruning the Job of a claim in flight
+    as *written* needs this status first, or a new leader reading the old one would
+    create the Job again), nothing to report. Moving the cursor over ticks claimed
+    ahead is bookkeeping too: their claims are already written.
+    """
+    old = schedule.old
+    old_status = dump_status(old)
     old_claims = {c.job for c in old.in_flight}
-    return Decision(
-        status=None if new_status == old_status else new_status,
-        deferrable=not (fresh_claims or replace or draft.events or prune_needs_status)
-        and not (plan.missed or plan.skipped)
-        and _beyond(new_status, bookkeeping) == _beyond(old_status, bookkeeping),
-        only_resolves_claims=_without(new_status, "inFlight") == _without(old_status, "inFlight")
-        and {c.job for c in in_flight} <= old_claims,
-        replace=tuple(replace),
-        creates=tuple(
-            JobToCreate(
-                name=name,
-                tick=tick,
-                manual=manual,
-                fire_at=now if manual else tick + jitter_offset(uid, spec.jitter_seconds),
-                body=build_job(
-                    schedule=body,
-                    job_name=name,
-                    tick=tick,
-                    epoch=leadership.epoch,
-                    leader=leadership.identity,
-                    trigger=trigger,
-                ),
-            )
-            for name, tick, manual, trigger in creates
+    prune_needs_status = any(job.name in old_claims for job in prune)
+    if fresh or replace or draft.events or prune_needs_status or plan.missed or plan.skipped:
+        return Deferral.NEVER
+    over_ahead = all(job_name(schedule.name, d.tick) in ahead for d in plan.due)
+    bookkeeping = _BOOKKEEPING + (_CURSOR if over_ahead else ())
+    if _beyond(new_status, bookkeeping) != _beyond(old_status, bookkeeping):
+        return Deferral.NEVER
+    resolves_only = {c.job for c in in_flight} <= old_claims
+    if resolves_only and _without(new_status, "inFlight") == _without(old_status, "inFlight"):
+        return Deferral.RESOLVES_CLAIMS_ONLY
+    return Deferral.BOOKKEEPING
+
+
+def _job_to_create(
+    body: Mapping[str, Any],
+    candidate: Candidate,
+    spec: CronScheduleSpec,
+    leadership: Leadership,
+    *,
+    uid: str,
+    now: datetime,
+) -> JobToCreate:
+    tick = candidate.tick
+    return JobToCreate(
+        name=candidate.job,
+        tick=tick,
+        manual=candidate.manual,
+        fire_at=now if candidate.manual else tick + jitter_offset(uid, spec.jitter_seconds),
+        body=build_job(
+            schedule=body,
+            job_name=candidate.job,
+            tick=tick,
+            epoch=leadership.epoch,
+            leader=leadership.identity,
+            trigger=candidate.request,
         ),
-        prune=tuple(prune),
-        events=tuple(draft.events),
-        missed=sum(f.count for f in plan.missed),
-        skipped=tuple(Counter(draft.skips).items())
-        + tuple(("missedRunPolicy=Skip", group.count) for group in plan.skipped),
-        newly_failed=sum(
-            1
-            for before, after in zip(old.recent_firings, history, strict=True)
-            if before.outcome is not after.outcome and after.outcome is FiringOutcome.FAILED
-        ),
-        next_wake=next_wake,
-        plan=plan,
     )
+
+
+def _next_wake(
+    plan: TickPlan, in_flight: Sequence[InFlightClaim], now: datetime
+) -> datetime | None:
+    """10. The next fire instant, or soon if claims are unresolved."""
+    if not any(c.tick <= now for c in in_flight):
+        return plan.next_wake
+    recheck = now + IN_FLIGHT_RECHECK
+    return recheck if plan.next_wake is None else min(plan.next_wake, recheck)
 
 
 def _raw_fingerprint(raw: Mapping[str, Any]) -> str:
@@ -404,68 +577,60 @@ def _beyond(status: Mapping[str, Any], bookkeeping: tuple[str, ...]) -> dict[str
     return kept
 
 
-def _is_armed(claim: InFlightClaim, schedule: str, cursor: datetime | None) -> bool:
-    """A claim written ahead of its tick: a scheduled (not manual) tick beyond the cursor."""
-    scheduled = claim.job == job_name(schedule, claim.tick)
-    return scheduled and (cursor is None or claim.tick > cursor)
-
-
 def _without(status: Mapping[str, Any], *keys: str) -> dict[str, Any]:
     return {k: v for k, v in status.items() if k not in keys}
 
 
 def _apply_concurrency(
     policy: ConcurrencyPolicy,
-    wanted: list[tuple[str, datetime, bool, str | None]],
+    wanted: list[Candidate],
     live: list[JobSnapshot],
     draft: _Draft,
     *,
-    in_flight_jobs: set[str],
-) -> tuple[list[tuple[str, datetime, bool, str | None]], list[JobToDelete]]:
-    """Which wanted Jobs to create, and which running Jobs Replace deletes first."""
+    recovering: set[str],
+) -> tuple[list[Candidate], list[JobToDelete]]:
+    """5. Which candidates to create, and which running Jobs Replace deletes first."""
     if policy is ConcurrencyPolicy.ALLOW or not wanted:
         return wanted, []
     # Claims being finished were decided before; they are created whatever the policy.
-    recovering = [w for w in wanted if w[0] in in_flight_jobs]
-    fresh = [w for w in wanted if w[0] not in in_flight_jobs]
+    finishing = [c for c in wanted if c.job in recovering]
+    fresh = [c for c in wanted if c.job not in recovering]
     if not fresh:
-        return recovering, []
+        return finishing, []
     if policy is ConcurrencyPolicy.FORBID:
-        running = [j.name for j in live] + [w[0] for w in recovering]
+        running = [j.name for j in live] + [c.job for c in finishing]
         chosen = [] if running else fresh[:1]
-        blocker = running[0] if running else fresh[0][0]
-        for name, tick, manual, _ in fresh[len(chosen) :]:
-            _record_skip(
-                draft, name, tick, manual, f"concurrencyPolicy Forbid: Job {blocker} still runs"
-            )
-        return recovering + chosen, []
-    # Replace: the newest wanted Job replaces everything running.
-    newest = max(fresh, key=lambda w: w[1])
-    for name, tick, manual, _ in fresh:
-        if name != newest[0]:
-            _record_skip(
-                draft, name, tick, manual, f"concurrencyPolicy Replace: superseded by {newest[0]}"
-            )
-    replace = [JobToDelete(j.name, j.uid, f"replaced by {newest[0]}") for j in live]
+        blocker = running[0] if running else fresh[0].job
+        for candidate in fresh[len(chosen) :]:
+            _record_skip(draft, candidate, f"concurrencyPolicy Forbid: Job {blocker} still runs")
+        return finishing + chosen, []
+    # Replace: the newest candidate replaces everything running.
+    newest = max(fresh, key=lambda c: c.tick)
+    for candidate in fresh:
+        if candidate.job != newest.job:
+            _record_skip(draft, candidate, f"concurrencyPolicy Replace: superseded by {newest.job}")
+    replace = [JobToDelete(j.name, j.uid, f"replaced by {newest.job}") for j in live]
     for job in replace:
         draft.events.append(
             EventNote("Normal", "Replaced", f"Deleting Job {job.name}: {job.reason}")
         )
-    return [*recovering, newest], replace
+    return [*finishing, newest], replace
 
 
-def _record_skip(draft: _Draft, name: str, tick: datetime, manual: bool, reason: str) -> None:
+def _record_skip(draft: _Draft, candidate: Candidate, reason: str) -> None:
     draft.skips.append(reason.split(":", 1)[0].replace(" ", "="))  # concurrencyPolicy=Forbid
     draft.firings.append(
         RecordedFiring(
-            tick=tick,
+            tick=candidate.tick,
             outcome=FiringOutcome.SKIPPED,
             epoch=draft.epoch,
             reason=reason,
-            manual=manual,
+            manual=candidate.manual,
         )
     )
-    draft.events.append(EventNote("Normal", "Skipped", f"Tick {format_time(tick)}: {reason}"))
+    draft.events.append(
+        EventNote("Normal", "Skipped", f"Tick {format_time(candidate.tick)}: {reason}")
+    )
 
 
 def _with_outcome(
@@ -591,14 +756,14 @@ def _with_conditions(
 
 
 def _invalid(
-    old: CronScheduleStatus,
+    schedule: _Schedule,
     reason: str,
     *,
     now: datetime,
-    generation: int,
     updates: Mapping[str, Any] | None = None,
 ) -> Decision:
     """An unusable spec: say so in conditions and one Event; fire nothing."""
+    old, generation = schedule.old, schedule.generation
     conditions = list(old.conditions)
     became_invalid = _set_condition(
         conditions,

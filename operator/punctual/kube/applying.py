@@ -28,13 +28,13 @@ from typing import Any
 from punctual.clocks import Clock
 from punctual.core.deciding import Decision, EventNote, JobToDelete
 from punctual.core.jobs import JobSnapshot, owned_by
-from punctual.core.models import FiringOutcome
+from punctual.core.settling import settle_failures
 from punctual.core.times import format_time
 from punctual.kube.client import (
     AlreadyExists,
+    Api,
     ApiError,
     Conflict,
-    KubeClient,
     NotFound,
     Unavailable,
 )
@@ -75,19 +75,21 @@ def jobs_path(namespace: str) -> str:
     return f"/apis/batch/v1/namespaces/{namespace}/jobs"
 
 
-class Firer:
+class Applier:
+    """Applies Decisions for the leader: the claim protocol's writes, in order."""
+
     def __init__(
         self,
-        api: KubeClient,
+        api: Api,
         *,
         may_write: Callable[[], bool],
         events: EventRecorder,
         limiter: RateLimiter,
+        clock: Clock,
         metrics: Metrics | None = None,
-        clock: Clock | None = None,
     ) -> None:
         self.metrics = metrics or Metrics()
-        self.clock = clock or api.server_clock
+        self.clock = clock
         self.api = api
         self.may_write = may_write
         self.events = events
@@ -211,19 +213,9 @@ class Firer:
         )
 
     async def _settle_failures(self, applied: Applied) -> None:
-        """Settle claims whose Job can never be created: Failed, out of flight and active."""
+        """Write the claims whose Job can never be created as settled (see `settling`)."""
         assert applied.schedule is not None
-        status = dict(applied.schedule.get("status") or {})
-        failed = applied.failed
-        status["inFlight"] = [c for c in status.get("inFlight") or [] if c["job"] not in failed]
-        status["active"] = [a for a in status.get("active") or [] if a["name"] not in failed]
-        status["activeCount"] = len(status["active"])
-        status["recentFirings"] = [
-            {**f, "outcome": FiringOutcome.FAILED.value, "reason": failed[f["job"]]}
-            if f.get("job") in failed and f.get("outcome") == FiringOutcome.CREATED.value
-            else f
-            for f in status.get("recentFirings") or []
-        ]
+        status = settle_failures(applied.schedule.get("status") or {}, applied.failed)
         try:
             await self._guard()
             applied.schedule = await self._write_status(applied.schedule, status)

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from email.utils import parsedate_to_datetime
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, Protocol, Self
 
 import aiohttp
 import yaml
@@ -178,8 +178,23 @@ def load_credentials(kubeconfig: str | None = None) -> Credentials:
 
 
 MERGE_PATCH = "application/merge-patch+json"
-JSON_PATCH = "application/json-patch+json"
-STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+
+
+class Api(Protocol):
+    """What the writing shell needs of the API server: four verbs on paths.
+
+    `KubeClient` is the real one; unit tests of the applier's order and error
+    handling use a small recording fake of it (API semantics stay tested against the
+    real control plane).
+    """
+
+    async def get(self, path: str, **params: str) -> Body: ...
+
+    async def create(self, path: str, body: Body) -> Body: ...
+
+    async def replace(self, path: str, body: Body) -> Body: ...
+
+    async def delete(self, path: str, body: Body | None = None) -> Body: ...
 
 
 class KubeClient:

@@ -19,7 +19,7 @@ from typing import Any
 from punctual.clocks import Clock
 from punctual.core.deciding import EventNote
 from punctual.core.times import format_time
-from punctual.kube.client import ApiError, KubeClient
+from punctual.kube.client import Api, ApiError
 
 logger = logging.getLogger(__name__)
 
@@ -27,7 +27,7 @@ COMPONENT = "punctual"
 
 
 class EventRecorder:
-    def __init__(self, api: KubeClient, *, clock: Clock, capacity: int = 10_000) -> None:
+    def __init__(self, api: Api, *, clock: Clock, capacity: int = 10_000) -> None:
         self.api = api
         self.clock = clock
         self._queue: asyncio.Queue[tuple[dict[str, Any], EventNote]] = asyncio.Queue(capacity)

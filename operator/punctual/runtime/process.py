@@ -30,9 +30,10 @@ from kopf._core.engines.indexing import OperatorIndexers
 from kopf._core.engines.peering import Identity
 
 from punctual.clocks import ServerClock
-from punctual.core.deciding import Decision, Leadership, decide
+from punctual.core.deciding import Leadership, decide
+from punctual.core.deferring import defer
 from punctual.core.jobs import JobSnapshot
-from punctual.kube.applying import Firer, NotLeader, schedule_path
+from punctual.kube.applying import Applier, NotLeader, schedule_path
 from punctual.kube.client import ApiError, KubeClient, NotFound, Unavailable, load_credentials
 from punctual.kube.events import EventRecorder
 from punctual.kube.leases import LeaderElector, LeaseConfig
@@ -154,7 +155,7 @@ class Operator:
             wall=clock,
         )
         self.events = EventRecorder(api, clock=clock)
-        self.firer = Firer(
+        self.applier = Applier(
             api,
             may_write=self.elector.is_leader,
             events=self.events,
@@ -257,12 +258,19 @@ class Operator:
                 self.unwritten_since.pop(key, None)
             if not decision.writes and not decision.events:
                 return decision.next_wake
-            if decision.deferrable:
-                decision = self._defer_status(key, decision)
-                if not decision.writes:
-                    return decision.next_wake
+            deferred = defer(
+                decision,
+                unwritten_since=self.unwritten_since.get(key),
+                now=self.clock.now(),
+                delay=timedelta(seconds=self.options.status_delay),
+            )
+            decision = deferred.decision
+            if deferred.unwritten_since is not None:
+                self.unwritten_since[key] = deferred.unwritten_since
+            if not decision.writes:
+                return decision.next_wake
             try:
-                applied = await self.firer.apply(body, decision)
+                applied = await self.applier.apply(body, decision)
             except NotLeader:
                 return None
             except Unavailable as error:
@@ -288,27 +296,6 @@ class Operator:
                 logger.warning("%s/%s: re-reading after a conflict: %s", *key, error)
                 return self.clock.now() + UNAVAILABLE_RETRY
         return self.clock.now() + UNAVAILABLE_RETRY
-
-    def _defer_status(self, key: Key, decision: Decision) -> Decision:
-        """Leave a bookkeeping-only status write for later, at most `status_delay` seconds.
-
-        What waits: Jobs seen created or finished, the cursor moving over ticks whose
-        claims were written ahead, the next tick's claim. A later write carries it all
-        (a claim, or this write when the time is up), so a Job that finishes within
-        the deferral costs no write of its own. Seeing a claimed Job created is never
-        worth a write of its own: the next write carries it whenever it comes.
-        """
-        now = self.clock.now()
-        if decision.only_resolves_claims:
-            return dataclasses.replace(decision, status=None, deferred_status=decision.status)
-        since = self.unwritten_since.setdefault(key, now)
-        due = since + timedelta(seconds=self.options.status_delay)
-        if now >= due:
-            return decision
-        wake = due if decision.next_wake is None else min(decision.next_wake, due)
-        return dataclasses.replace(
-            decision, status=None, deferred_status=decision.status, next_wake=wake
-        )
 
     # -- lifecycle ---------------------------------------------------------------------
 
