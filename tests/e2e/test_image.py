@@ -27,6 +27,14 @@ from .test_operator import apply, leader_of, schedule
 pytestmark = pytest.mark.e2e
 
 ARBITRARY_UID = 4242  # neither root nor the image's own 65532: no passwd entry
+# As a container runtime starts it: that user with no passwd entry (podman would add
+# one) and no login variables; limits within the host's hard limits (runc cannot
+# raise them for a non-root user).
+AS_ARBITRARY_USER = (
+    "--passwd=false", "--user", f"{ARBITRARY_UID}:{ARBITRARY_UID}",
+    "--unsetenv", "USER", "--unsetenv", "LOGNAME",
+    "--ulimit", "nofile=10000:20000", "--ulimit", "nproc=4096:4096",
+)  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -71,8 +79,7 @@ def container_name() -> Iterator[str]:
 def test_the_image_has_no_entry_for_an_arbitrary_user(image: str) -> None:
     """The premise of the next test: the name lookup that used to kill kopf fails here."""
     out = podman(
-        "run", "--rm", "--passwd=false", "--user", f"{ARBITRARY_UID}:{ARBITRARY_UID}",
-        "--unsetenv", "USER", "--unsetenv", "LOGNAME", "--entrypoint", "python", image,
+        "run", "--rm", *AS_ARBITRARY_USER, "--entrypoint", "python", image,
         "-c", "import getpass; getpass.getuser()",
         check=False,
     )  # fmt: skip
@@ -90,10 +97,8 @@ def test_the_image_leads_fires_and_hands_over_as_an_arbitrary_user(
     port = free_port()
     podman(
         "run", "--detach", "--name", container_name, "--network", "host",
-        "--passwd=false", "--user", f"{ARBITRARY_UID}:{ARBITRARY_UID}",
-        "--unsetenv", "USER", "--unsetenv", "LOGNAME",
+        *AS_ARBITRARY_USER,
         "--read-only", "--cap-drop", "all", "--security-opt", "no-new-privileges",
-        "--ulimit", "nofile=10000:20000",
         "--volume", f"{readable_kubeconfig}:/config/kubeconfig:ro",
         "--env", "KUBECONFIG=/config/kubeconfig",
         image,
