@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
@@ -41,14 +42,9 @@ class FixedClock:
         self.instant += timedelta(seconds=seconds)
 
 
-@dataclass
-class OffsetClock:
-    """The node's clock corrected by a measured offset (e.g. to the API server's clock)."""
-
-    offset: timedelta = timedelta(0)
-
-    def now(self) -> datetime:
-        return datetime.now(UTC) + self.offset
+# A monotonic clock: seconds that never jump, for durations and deadlines. Parameters
+# of this type are named `monotonic`; a `clock` is always a wall `Clock`.
+Monotonic = Callable[[], float]
 
 
 def monotonic() -> float:

@@ -30,7 +30,7 @@ class FakeMonotonic:
 
 def elector(api: KubeClient, namespace: str, identity: str, clock: FakeMonotonic) -> LeaderElector:
     config = LeaseConfig(namespace=namespace, identity=identity)  # 15 s / 10 s / 2 s
-    return LeaderElector(api, config, wall=SystemClock(), clock=clock)
+    return LeaderElector(api, config, clock=SystemClock(), monotonic=clock)
 
 
 async def fence(api: KubeClient, namespace: str) -> dict[str, object]:

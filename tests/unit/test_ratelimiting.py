@@ -32,7 +32,7 @@ class FakeTime:
 
 
 def limiter(time: FakeTime, *, qps: float, burst: int) -> RateLimiter:
-    return RateLimiter(qps, burst, clock=time.clock, sleep=time.sleep)
+    return RateLimiter(qps, burst, monotonic=time.clock, sleep=time.sleep)
 
 
 async def times_of(limiter: RateLimiter, time: FakeTime, count: int) -> list[float]:
@@ -124,9 +124,9 @@ async def test_the_bucket_starts_full_when_it_is_made() -> None:
 )
 def test_invalid_qps_or_burst_raise(qps: float, burst: int) -> None:
     with pytest.raises(ValueError, match="qps"):
-        RateLimiter(qps, burst, clock=lambda: 0.0)
+        RateLimiter(qps, burst, monotonic=lambda: 0.0)
 
 
 def test_a_qps_that_is_not_a_number_raises() -> None:
     with pytest.raises(ValueError, match="qps"):
-        RateLimiter(math.nan, 10, clock=lambda: 0.0)
+        RateLimiter(math.nan, 10, monotonic=lambda: 0.0)

@@ -18,6 +18,10 @@ client-go's leaderelection does them, with the clock that matters for each:
 * On shutdown the leader releases the Lease (empty holder), so a standby takes over
   at its next retry instead of waiting for expiry.
 
+The decisions (who may take the Lease, when it expired, whether this replica leads)
+are pure functions at the top of this module, table-tested on a fake clock; the
+`LeaderElector` below only reads and writes the Lease and keeps their state.
+
 What it must never do: decide anything about schedules, or keep writing on a lease
 it could not renew in time.
 """
@@ -25,21 +29,25 @@ it could not renew in time.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from enum import Enum
 from typing import Any
 
-from punctual.clocks import Clock, ServerClock, monotonic
+from punctual.clocks import Clock, Monotonic, ServerClock, monotonic
 from punctual.core.times import parse_time
-from punctual.kube.client import AlreadyExists, ApiError, Conflict, KubeClient, NotFound
+from punctual.kube.client import AlreadyExists, Api, ApiError, Conflict, NotFound
+from punctual.kube.fencing import raise_fence
 
 logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class LeaseConfig:
+    """The Lease and its timing. The defaults are `punctual run`'s (see runtime.Options)."""
+
     namespace: str
     name: str = "punctual-leader"
     identity: str = "punctual"
@@ -58,18 +66,102 @@ class LeaseConfig:
             )
 
 
-def _parse_micro_time(value: object) -> datetime | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        return parse_time(value)
-    except ValueError:
-        return None
+# -- the decisions, pure ---------------------------------------------------------------
 
 
-def micro_time(instant: datetime) -> str:
-    """A Lease MicroTime: RFC 3339 with microseconds, in UTC."""
-    return instant.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+@dataclass(frozen=True, slots=True)
+class LeaseRecord:
+    """What one read of the Lease says."""
+
+    holder: str  # "" when released
+    renew_time: datetime | None
+    transitions: int
+    duration: float  # seconds
+
+    @classmethod
+    def from_body(cls, lease: dict[str, Any], default_duration: float) -> LeaseRecord:
+        spec = lease.get("spec") or {}
+        return cls(
+            holder=spec.get("holderIdentity") or "",
+            renew_time=_parse_micro_time(spec.get("renewTime")),
+            transitions=int(spec.get("leaseTransitions") or 0),
+            duration=float(spec.get("leaseDurationSeconds") or default_duration),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """A Lease record as this replica saw it, and since when (its monotonic seconds)."""
+
+    record: LeaseRecord
+    since: float
+
+
+def observe(previous: Observation | None, record: LeaseRecord, now: float) -> Observation:
+    """The observation after reading `record` at `now`: its clock restarts on any change."""
+    if previous is not None and previous.record == record:
+        return previous
+    return Observation(record, now)
+
+
+def seconds_left(record: LeaseRecord, server_now: datetime | None) -> float | None:
+    """Seconds until the Lease expires by the API server's clock, when that is known.
+
+    `server_now` is this replica's estimate of the API server's clock, given only when
+    it is good to a second (the holder writes renewTime on its own such estimate).
+    """
+    if server_now is None or record.renew_time is None:
+        return None
+    return (record.renew_time + timedelta(seconds=record.duration) - server_now).total_seconds()
+
+
+def expired(observation: Observation, now: float, server_now: datetime | None) -> bool:
+    """Unrenewed for its duration: seen unchanged that long on this replica's monotonic
+    clock (client-go's rule), or past its renewTime plus duration by the server's clock,
+    which lets a standby take over at expiry rather than up to one poll later."""
+    record = observation.record
+    if now - observation.since >= record.duration:
+        return True
+    left = seconds_left(record, server_now)
+    return left is not None and left <= 0
+
+
+class Step(Enum):
+    """What to do with the Lease after reading it."""
+
+    RENEW = "renew"  # ours: write a new renewTime, keep the epoch
+    TAKE = "take"  # released or expired: take it, leaseTransitions + 1 is the new epoch
+    FOLLOW = "follow"  # another replica holds it and it is alive
+
+
+def choose(
+    observation: Observation,
+    identity: str,
+    *,
+    epoch: int | None,
+    now: float,
+    server_now: datetime | None,
+) -> tuple[Step, int | None]:
+    """The step and the epoch it leads to (None when following)."""
+    record = observation.record
+    if record.holder == identity:
+        return Step.RENEW, record.transitions if epoch is None else epoch
+    if record.holder == "" or expired(observation, now, server_now):
+        return Step.TAKE, record.transitions + 1
+    return Step.FOLLOW, None
+
+
+def leading(
+    epoch: int | None, valid_until: float, now: float, *, fenced: int | None, fence: bool
+) -> bool:
+    """Whether this replica may write now: it holds an epoch, its last renewal was sent
+    less than the renew deadline ago, and (with a fence) the fence is at that epoch."""
+    if epoch is None or now >= valid_until:
+        return False
+    return not fence or fenced == epoch
+
+
+# -- the loop: reads and writes ----------------------------------------------------------
 
 
 class LeaderElector:
@@ -77,23 +169,21 @@ class LeaderElector:
 
     def __init__(
         self,
-        api: KubeClient,
+        api: Api,
         config: LeaseConfig,
         *,
-        wall: Clock,
-        clock: Callable[[], float] = monotonic,
+        clock: Clock,
+        monotonic: Monotonic = monotonic,
     ) -> None:
         self.api = api
         self.config = config
-        self._wall = wall
-        self._clock = clock
+        self._clock = clock  # the wall clock written into renewTime (the server's estimate)
+        self._monotonic = monotonic  # judges expiry and the renew deadline
         self.epoch: int | None = None
         self._valid_until = float("-inf")
-        self._observed: tuple[Any, ...] | None = None
-        self._observed_at = float("-inf")
+        self._observation: Observation | None = None
         self._expires_in: float | None = None  # seconds until the holder's Lease expires
         self._fenced: int | None = None  # the epoch the Fence was raised to
-        self._poked = asyncio.Event()
         self.changed = asyncio.Event()  # set whenever leadership starts or stops
 
     @property
@@ -103,67 +193,53 @@ class LeaderElector:
 
     def is_leader(self) -> bool:
         """True only while the last renewal is fresh enough that nobody else can hold the Lease."""
-        if self.epoch is None or self._clock() >= self._valid_until:
-            return False
-        return self.config.fence is None or self._fenced == self.epoch
+        return leading(
+            self.epoch,
+            self._valid_until,
+            self._monotonic(),
+            fenced=self._fenced,
+            fence=self.config.fence is not None,
+        )
 
-    def poke(self) -> None:
-        """Try again now (e.g. the Lease was seen released)."""
-        self._poked.set()
+    def _server_now(self) -> datetime | None:
+        """The API server's time, when this replica knows it to a second."""
+        clock = self._clock
+        if not isinstance(clock, ServerClock):
+            return None
+        if clock.samples < 3 or clock.uncertainty > timedelta(seconds=1):
+            return None
+        return clock.now()
 
     async def attempt(self) -> bool:
         """One round: create, renew or take over the Lease if allowed. Returns is_leader()."""
-        started = self._clock()
+        started = self._monotonic()
         was_leader = self.is_leader()
         try:
             lease = await self.api.get(self.path)
         except NotFound:
-            return self._settle(await self._fence(await self._create(started)), was_leader)
+            return await self._settle(await self._create(started), was_leader)
         except ApiError as error:
             logger.warning("reading Lease %s failed: %s", self.config.name, error)
-            return self._settle(None, was_leader)
+            return await self._settle(None, was_leader)
 
-        spec = lease.get("spec") or {}
-        holder = spec.get("holderIdentity") or ""
-        record = (holder, spec.get("renewTime"), spec.get("leaseTransitions"))
-        if record != self._observed:
-            self._observed, self._observed_at = record, started
-        transitions = int(spec.get("leaseTransitions") or 0)
-        duration = float(spec.get("leaseDurationSeconds") or self.config.lease_duration)
-
-        if holder == self.config.identity:
-            epoch = transitions if self.epoch is None else self.epoch
-            renewed = await self._write(lease, started, epoch, take=False)
-            return self._settle(await self._fence(renewed), was_leader)
-        expired = self._expired(spec, started, duration)
-        if holder == "" or expired:
-            taken = await self._write(lease, started, transitions + 1, take=True)
-            return self._settle(await self._fence(taken), was_leader)
-        self.epoch = None
-        return self._settle(None, was_leader)
-
-    def _expired(self, spec: dict[str, Any], started: float, duration: float) -> bool:
-        """Unrenewed for `duration`: seen unchanged that long, or by the API server's clock.
-
-        The second test lets a standby take over as soon as the Lease expires instead
-        of up to one poll later: the holder writes renewTime on its estimate of the API
-        server's clock, and this replica reads it on its own estimate of the same clock.
-        It is used only when that estimate is good to a second.
-        """
-        self._expires_in = None
-        if started - self._observed_at >= duration:
-            return True
-        renewed = _parse_micro_time(spec.get("renewTime"))
-        if renewed is None or not isinstance(self._wall, ServerClock):
-            return False
-        if self._wall.samples < 3 or self._wall.uncertainty > timedelta(seconds=1):
-            return False
-        left = (renewed + timedelta(seconds=duration) - self._wall.now()).total_seconds()
-        self._expires_in = left
-        return left <= 0
+        record = LeaseRecord.from_body(lease, self.config.lease_duration)
+        self._observation = observation = observe(self._observation, record, started)
+        server_now = self._server_now()
+        step, epoch = choose(
+            observation, self.config.identity, epoch=self.epoch, now=started, server_now=server_now
+        )
+        # A standby wakes at the expiry the server's clock predicts, not a poll later.
+        seen_long_enough = started - observation.since >= record.duration
+        following = step is not Step.RENEW and not seen_long_enough
+        self._expires_in = seconds_left(record, server_now) if following else None
+        if step is Step.FOLLOW or epoch is None:
+            self.epoch = None
+            return await self._settle(None, was_leader)
+        written = await self._write(lease, started, epoch, take=step is Step.TAKE)
+        return await self._settle(written, was_leader)
 
     async def _create(self, started: float) -> int | None:
-        now = micro_time(self._wall.now())
+        now = micro_time(self._clock.now())
         body = {
             "apiVersion": "coordination.k8s.io/v1",
             "kind": "Lease",
@@ -189,7 +265,7 @@ class LeaderElector:
     async def _write(
         self, lease: dict[str, Any], started: float, epoch: int, *, take: bool
     ) -> int | None:
-        now = micro_time(self._wall.now())
+        now = micro_time(self._clock.now())
         spec = dict(lease.get("spec") or {})
         spec.update(
             {
@@ -211,79 +287,43 @@ class LeaderElector:
         self._valid_until = started + self.config.renew_deadline
         return epoch
 
-    async def _fence(self, epoch: int | None) -> int | None:
-        """Raise the Fence to `epoch` before this replica writes anything.
-
-        The fence only moves up, and every write of it carries the resourceVersion it
-        read: a leader that lost its Lease can neither lower it nor pass it. Until it is
-        raised, `is_leader()` stays False, so a replica without the permission to write
-        it never fires (and says why).
-        """
-        name = self.config.fence
-        if epoch is None or name is None or self._fenced == epoch:
-            return epoch
-        path = f"/apis/punctual.dev/v1/namespaces/{self.config.namespace}/fences"
-        spec = {"holder": self.config.identity, "epoch": epoch}
-        try:
-            try:
-                current = await self.api.get(f"{path}/{name}")
-            except NotFound:
-                await self.api.create(
-                    path,
-                    {
-                        "apiVersion": "punctual.dev/v1",
-                        "kind": "Fence",
-                        "metadata": {"name": name, "namespace": self.config.namespace},
-                        "spec": spec,
-                    },
-                )
-            else:
-                raised = int((current.get("spec") or {}).get("epoch", -1))
-                if raised > epoch:
-                    logger.warning("fence %s is at epoch %d, above ours (%d)", name, raised, epoch)
-                    return None
-                await self.api.replace(f"{path}/{name}", {**current, "spec": spec})
-        except (AlreadyExists, Conflict):
-            return epoch  # someone else moved it: try again next round, not leading yet
-        except ApiError as error:
-            logger.error("cannot raise Fence %s/%s: %s", self.config.namespace, name, error)
-            return epoch
-        self._fenced = epoch
-        logger.info("raised fence %s to epoch %d", name, epoch)
-        return epoch
-
-    def _settle(self, epoch: int | None, was_leader: bool) -> bool:
+    async def _settle(self, epoch: int | None, was_leader: bool) -> bool:
+        """Take the epoch the Lease gave us (None: none), raise the Fence to it before
+        anything is written under it, and say when leadership starts or stops."""
         if epoch is not None:
-            if self.epoch != epoch:
-                logger.info("became leader of Lease %s with epoch %d", self.config.name, epoch)
+            name = self.config.fence
+            if name is not None and self._fenced != epoch:
+                if await raise_fence(
+                    self.api, self.config.namespace, name, self.config.identity, epoch
+                ):
+                    self._fenced = epoch
+                else:
+                    epoch = None  # not leading until the fence is at our epoch
+        if epoch is not None:
             self.epoch = epoch
         elif not self.is_leader():
             self.epoch = None
         leader = self.is_leader()
         if leader != was_leader:
-            if not leader:
+            if leader:
+                logger.info("became leader of Lease %s with epoch %s", self.config.name, self.epoch)
+            else:
                 logger.warning("stopped leading Lease %s", self.config.name)
             self.changed.set()
         return leader
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Attempt every retry period (or when poked) until `stop`; then release."""
+        """Attempt every retry period until `stop`; then release."""
         try:
             while not stop.is_set():
                 await self.attempt()
-                self._poked.clear()
                 pause = self.config.retry_period
                 if not self.is_leader() and self._expires_in is not None:
                     pause = min(pause, max(0.05, self._expires_in + 0.05))  # wake at expiry
-                waiters = [
-                    asyncio.ensure_future(stop.wait()),
-                    asyncio.ensure_future(self._poked.wait()),
-                ]
-                await asyncio.wait(waiters, timeout=pause, return_when=asyncio.FIRST_COMPLETED)
-                for waiter in waiters:
-                    waiter.cancel()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), timeout=pause)
                 if not self.is_leader() and self.epoch is not None:
-                    self._settle(None, True)  # the renew deadline passed without a renewal
+                    await self._settle(None, True)  # the renew deadline passed unrenewed
         finally:
             await self.release()
 
@@ -303,10 +343,24 @@ class LeaderElector:
                 {
                     "holderIdentity": "",
                     "leaseDurationSeconds": 1,
-                    "renewTime": micro_time(self._wall.now()),
+                    "renewTime": micro_time(self._clock.now()),
                 }
             )
             await self.api.replace(self.path, {**lease, "spec": spec})
             logger.info("released Lease %s", self.config.name)
         except ApiError as error:
             logger.warning("releasing Lease %s failed: %s", self.config.name, error)
+
+
+def _parse_micro_time(value: object) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return parse_time(value)
+    except ValueError:
+        return None
+
+
+def micro_time(instant: datetime) -> str:
+    """A Lease MicroTime: RFC 3339 with microseconds, in UTC."""
+    return instant.strftime("%Y-%m-%dT%H:%M:%S.%fZ")

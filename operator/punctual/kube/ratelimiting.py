@@ -12,7 +12,7 @@ import asyncio
 import math
 from collections.abc import Awaitable, Callable
 
-from punctual.clocks import monotonic
+from punctual.clocks import Monotonic, monotonic
 
 
 class RateLimiter:
@@ -21,20 +21,20 @@ class RateLimiter:
         qps: float,
         burst: int,
         *,
-        clock: Callable[[], float] = monotonic,
+        monotonic: Monotonic = monotonic,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         if not (math.isfinite(qps) and qps > 0) or burst < 1:
             raise ValueError(f"need qps > 0 and burst >= 1, got {qps} and {burst}")
         self.qps = qps
         self.burst = burst
-        self._clock = clock
+        self._monotonic = monotonic
         self._sleep = sleep
         self._tokens = float(burst)
-        self._updated = clock()
+        self._updated = monotonic()
 
     def _refill(self) -> None:
-        now = self._clock()
+        now = self._monotonic()
         self._tokens = min(self.burst, self._tokens + (now - self._updated) * self.qps)
         self._updated = now
 

@@ -152,7 +152,7 @@ class Operator:
                 retry_period=options.retry_period,
                 fence=options.fence,
             ),
-            wall=clock,
+            clock=clock,
         )
         self.events = EventRecorder(api, clock=clock)
         self.applier = Applier(
