@@ -3,7 +3,9 @@
 Operators run as separate OS processes (not in the test's event loop) so tests can
 kill -9 them, SIGSTOP and SIGCONT them, and SIGTERM them as Kubernetes would. Each
 test watches only its own namespace and uses its own Lease there, so tests never
-see each other's schedules.
+see each other's schedules. The process itself (start, signals, /metrics) is
+e2e/operatorprocess.py's OperatorProcess, which the bench uses too; this module adds what
+a test needs around it.
 
 The oracle for "exactly one create per (schedule, tick)" is the API server's audit
 log: every create request for a Job, with its response code, the user agent (which
@@ -14,58 +16,19 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
-import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from localcluster import free_port
+from operatorprocess import OperatorProcess
 
 from .conftest import REPO, Cluster
 
 FAST_LEASE = ("--lease-duration", "6", "--renew-deadline", "4", "--retry-period", "1")
-
-
-@dataclass
-class OperatorProcess:
-    identity: str
-    namespace: str
-    log: Path
-    proc: subprocess.Popen[bytes]
-    metrics_port: int
-
-    def scrape(self) -> str:
-        """The operator's /metrics text."""
-        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
-        with urllib.request.urlopen(url, timeout=5) as resp:
-            return str(resp.read().decode())
-
-    @property
-    def user_agent(self) -> str:
-        return f"punctual/{self.identity}"
-
-    def signal(self, sig: int) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(self.proc.pid, sig)
-
-    def stop(self, timeout: float = 20) -> int:
-        """SIGTERM and wait: the operator releases its Lease and exits."""
-        self.signal(signal.SIGCONT)
-        self.signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.signal(signal.SIGKILL)
-            return self.proc.wait(5)
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace") if self.log.exists() else ""
 
 
 @dataclass
@@ -92,7 +55,6 @@ class Operators:
         as a container runtime does; it keeps only CAP_DAC_READ_SEARCH so that the
         interpreter and kubeconfig under root-only directories stay readable.
         """
-        log = self.workdir / f"operator-{identity}.log"
         environ = {**os.environ, "KUBECONFIG": str(self.cluster.kubeconfig)}
         environ["PYTHONUNBUFFERED"] = "1"
         for name, value in (env or {}).items():
@@ -104,41 +66,22 @@ class Operators:
         if uid is not None:
             caps = ["--inh-caps", "+dac_read_search", "--ambient-caps", "+dac_read_search"]
             as_user = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", *caps]
-        port = free_port()
-        proc = subprocess.Popen(
-            [
-                *as_user,
-                sys.executable,
-                "-m",
-                "punctual.cli",
-                "run",
-                "--namespace",
-                self.namespace,
-                "--lease-namespace",
-                self.namespace,
-                "--identity",
-                identity,
-                "--metrics-port",
-                str(port),
-                *lease,
-                *extra,
-            ],
-            stdout=log.open("ab"),
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
+        op = OperatorProcess.start(
+            identity,
+            self.namespace,
+            *lease,
+            *extra,
+            log=self.workdir / f"operator-{identity}.log",
             env=environ,
             cwd=REPO,
+            wrapper=as_user,
         )
-        op = OperatorProcess(identity, self.namespace, log, proc, port)
         self.started.append(op)
         return op
 
     def close(self) -> None:
         for op in self.started:
-            if op.proc.poll() is None:
-                op.signal(signal.SIGCONT)
-                op.signal(signal.SIGKILL)
-                op.proc.wait(10)
+            op.kill()
 
 
 @contextlib.contextmanager

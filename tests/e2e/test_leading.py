@@ -13,7 +13,8 @@ import pytest
 
 from punctual.clocks import SystemClock
 from punctual.kube.client import KubeClient
-from punctual.kube.leases import LeaderElector, LeaseConfig
+from punctual.kube.leases import LeaderElector
+from punctual.runtime.options import Options
 
 from .conftest import Cluster
 
@@ -29,7 +30,7 @@ class FakeMonotonic:
 
 
 def elector(api: KubeClient, namespace: str, identity: str, clock: FakeMonotonic) -> LeaderElector:
-    config = LeaseConfig(namespace=namespace, identity=identity)  # 15 s / 10 s / 2 s
+    config = Options(identity=identity).lease_config(namespace)  # 15 s / 10 s / 2 s
     return LeaderElector(api, config, clock=SystemClock(), monotonic=clock)
 
 

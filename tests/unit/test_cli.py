@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from datetime import UTC, datetime
 
 import pytest
@@ -124,3 +125,43 @@ def test_help_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
     status, lines, _err = run(["next", "--help"], capsys)
     assert status == 0
     assert any("--timezone" in line for line in lines)
+
+
+def test_run_flags_default_to_the_options_dataclass(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dataclasses import fields
+
+    from punctual.cli.main import build_parser
+    from punctual.runtime.options import Options
+
+    for name in list(os.environ):
+        if name.startswith("PUNCTUAL_") or name in ("KUBECONFIG", "POD_NAME", "POD_NAMESPACE"):
+            monkeypatch.delenv(name)
+    arguments = build_parser().parse_args(["run"])
+    defaults = Options()
+    for f in fields(Options):
+        assert getattr(arguments, f.name) == getattr(defaults, f.name), f.name
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "message"),
+    [
+        ("PUNCTUAL_WORKERS", "many", "argument --workers: invalid int value: 'many'"),
+        ("PUNCTUAL_LEASE_DURATION", "15s", "argument --lease-duration: invalid float value"),
+        ("PUNCTUAL_RETRY_PERIOD", "20", "need 0 < retry period < renew deadline"),
+        ("PUNCTUAL_QPS", "0", "need qps > 0 and burst >= 1"),
+        ("PUNCTUAL_METRICS_PORT", "70000", "--metrics-port must be 0 (off) or a port"),
+    ],
+)
+def test_a_bad_run_setting_in_the_environment_is_one_line_and_status_2(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    variable: str,
+    value: str,
+    message: str,
+) -> None:
+    monkeypatch.setenv(variable, value)
+    status, lines, err = run(["run"], capsys)
+    assert status == 2
+    assert lines == []
+    assert message in err
+    assert "Traceback" not in err

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
 if TYPE_CHECKING:
     from punctual.kube.client import KubeClient
+    from punctual.runtime.options import Options
 
 
 class _Context(Protocol):
@@ -36,6 +37,9 @@ def _env_or(name: str, default: str) -> str:
 
 
 def add_run_command(subparsers: Any) -> None:
+    from punctual.runtime.options import Options
+
+    defaults = Options()
     parser = subparsers.add_parser(
         "run",
         help="run the operator",
@@ -44,13 +48,23 @@ def add_run_command(subparsers: Any) -> None:
         "Every flag can also be set by the environment variable named in its help.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    add = parser.add_argument
-    add(
-        "--kubeconfig",
-        default=_env("KUBECONFIG"),
-        help="kubeconfig file; in a pod, the service account is used when unset [KUBECONFIG]",
-    )
-    add(
+
+    def add(flag: str, variable: str | None, help: str, **kwargs: Any) -> None:
+        """A flag whose default is the variable's value, or Options' own default.
+
+        argparse converts a string default with the flag's type, so a bad value in
+        the environment is one line naming the flag and exit status 2, as on the
+        command line.
+        """
+        dest = kwargs.pop("dest", flag.lstrip("-").replace("-", "_"))
+        default = kwargs.pop("default", getattr(defaults, dest))
+        if variable is not None:
+            default = _env_or(variable, "" if default is None else str(default)) or None
+            help = f"{help} [{variable}]"
+        parser.add_argument(flag, dest=dest, default=default, help=help, **kwargs)
+
+    add("--kubeconfig", "KUBECONFIG", "kubeconfig file; in a pod, the service account when unset")
+    parser.add_argument(
         "--namespace",
         "-n",
         dest="namespaces",
@@ -59,100 +73,82 @@ def add_run_command(subparsers: Any) -> None:
         help="watch only this namespace (repeat for more); all namespaces when unset "
         "[PUNCTUAL_NAMESPACES, comma-separated]",
     )
-    add(
-        "--lease-name",
-        default=_env_or("PUNCTUAL_LEASE_NAME", "punctual-leader"),
-        help="name of the leader-election Lease [PUNCTUAL_LEASE_NAME]",
-    )
+    add("--lease-name", "PUNCTUAL_LEASE_NAME", "name of the leader-election Lease")
     add(
         "--lease-namespace",
-        default=_env("PUNCTUAL_LEASE_NAMESPACE") or _env("POD_NAMESPACE"),
-        help="namespace of the Lease; defaults to the kubeconfig's or the pod's namespace "
+        None,
+        "namespace of the Lease; defaults to the kubeconfig's or the pod's namespace "
         "[PUNCTUAL_LEASE_NAMESPACE, POD_NAMESPACE]",
+        default=_env("PUNCTUAL_LEASE_NAMESPACE") or _env("POD_NAMESPACE"),
     )
     add(
         "--lease-duration",
+        "PUNCTUAL_LEASE_DURATION",
+        "seconds a standby waits on an unrenewed Lease before taking it",
         type=float,
-        default=float(_env_or("PUNCTUAL_LEASE_DURATION", "15")),
-        help="seconds a standby waits on an unrenewed Lease before taking it "
-        "[PUNCTUAL_LEASE_DURATION]",
     )
     add(
         "--renew-deadline",
+        "PUNCTUAL_RENEW_DEADLINE",
+        "seconds after its last renewal a leader stops writing; less than the lease duration",
         type=float,
-        default=float(_env_or("PUNCTUAL_RENEW_DEADLINE", "10")),
-        help="seconds after its last renewal a leader stops writing; less than the lease "
-        "duration [PUNCTUAL_RENEW_DEADLINE]",
     )
     add(
         "--retry-period",
+        "PUNCTUAL_RETRY_PERIOD",
+        "seconds between attempts to acquire or renew the Lease",
         type=float,
-        default=float(_env_or("PUNCTUAL_RETRY_PERIOD", "2")),
-        help="seconds between attempts to acquire or renew the Lease [PUNCTUAL_RETRY_PERIOD]",
     )
     add(
         "--identity",
-        default=_env("PUNCTUAL_IDENTITY") or _env("POD_NAME"),
-        help="this replica's name in the Lease; hostname plus a random suffix when unset "
+        None,
+        "this replica's name in the Lease; hostname plus a random suffix when unset "
         "[PUNCTUAL_IDENTITY, POD_NAME]",
+        default=_env("PUNCTUAL_IDENTITY") or _env("POD_NAME"),
     )
-    add(
-        "--workers",
-        type=int,
-        default=int(_env_or("PUNCTUAL_WORKERS", "128")),
-        help="schedules processed at once [PUNCTUAL_WORKERS]",
-    )
-    add(
-        "--qps",
-        type=float,
-        default=float(_env_or("PUNCTUAL_QPS", "200")),
-        help="sustained API writes per second [PUNCTUAL_QPS]",
-    )
-    add(
-        "--burst",
-        type=int,
-        default=int(_env_or("PUNCTUAL_BURST", "400")),
-        help="API writes allowed in a burst above --qps [PUNCTUAL_BURST]",
-    )
+    add("--workers", "PUNCTUAL_WORKERS", "schedules processed at once", type=int)
+    add("--qps", "PUNCTUAL_QPS", "sustained API writes per second", type=float)
+    add("--burst", "PUNCTUAL_BURST", "API writes allowed in a burst above --qps", type=int)
     add(
         "--status-delay",
-        type=float,
-        default=float(_env_or("PUNCTUAL_STATUS_DELAY", "10")),
-        help="seconds a status change that only follows the Jobs (a Job seen created or "
+        "PUNCTUAL_STATUS_DELAY",
+        "seconds a status change that only follows the Jobs (a Job seen created or "
         "finished) may wait for a later write to carry it; longer saves writes, shorter "
-        "keeps status fresher; 0 writes at once [PUNCTUAL_STATUS_DELAY]",
+        "keeps status fresher; 0 writes at once",
+        type=float,
     )
     add(
         "--log-level",
-        default=_env_or("PUNCTUAL_LOG_LEVEL", "INFO"),
+        "PUNCTUAL_LOG_LEVEL",
+        "log level",
         choices=["DEBUG", "INFO", "WARNING", "ERROR"],
-        help="log level [PUNCTUAL_LOG_LEVEL]",
     )
     add(
         "--fence",
-        default=os.environ.get("PUNCTUAL_FENCE", "punctual-fence"),
-        help="name of the Fence (crds/fences.punctual.dev.yaml) beside the Lease that a new "
+        None,
+        "name of the Fence (crds/fences.punctual.dev.yaml) beside the Lease that a new "
         "leader raises to its epoch before writing, for the API server's fencing policy; "
         "an empty value disables it [PUNCTUAL_FENCE]",
+        default=os.environ.get("PUNCTUAL_FENCE", defaults.fence),
     )
     add(
         "--log-format",
-        default=_env_or("PUNCTUAL_LOG_FORMAT", "text"),
+        "PUNCTUAL_LOG_FORMAT",
+        "log lines as text or one JSON object each",
         choices=["text", "json"],
-        help="log lines as text or one JSON object each [PUNCTUAL_LOG_FORMAT]",
     )
     add(
         "--metrics-port",
+        "PUNCTUAL_METRICS_PORT",
+        "port for /metrics, /healthz and /readyz; 0 disables them",
         type=int,
-        default=int(_env_or("PUNCTUAL_METRICS_PORT", "8080")),
-        help="port for /metrics, /healthz and /readyz; 0 disables them [PUNCTUAL_METRICS_PORT]",
     )
     parser.set_defaults(handler=_run)
 
 
 def _run(arguments: argparse.Namespace, context: _Context) -> int:
-    from punctual.kube.leases import LeaseConfig
-    from punctual.runtime.process import Fatal, Options, run
+    from punctual.runtime.options import Options
+    from punctual.runtime.process import Fatal, run
 
     options = Options(
         kubeconfig=arguments.kubeconfig,
@@ -172,21 +168,9 @@ def _run(arguments: argparse.Namespace, context: _Context) -> int:
         fence=arguments.fence or None,
         metrics_port=arguments.metrics_port or None,
     )
-    if not options.status_delay >= 0:
-        print(
-            f"punctual: --status-delay must be 0 or more, got {options.status_delay}",
-            file=context.stderr,
-        )
-        return 2
-    try:
-        LeaseConfig(
-            namespace="-",
-            lease_duration=options.lease_duration,
-            renew_deadline=options.renew_deadline,
-            retry_period=options.retry_period,
-        )
-    except ValueError as error:
-        print(f"punctual: {error}", file=context.stderr)
+    problem = _problem_with(options)
+    if problem is not None:
+        print(f"punctual: {problem}", file=context.stderr)
         return 2
     try:
         asyncio.run(run(options))
@@ -194,6 +178,24 @@ def _run(arguments: argparse.Namespace, context: _Context) -> int:
         print(f"punctual: {error}", file=context.stderr)
         return 1
     return 0
+
+
+def _problem_with(options: Options) -> str | None:
+    """What is wrong with a set of run options, in one line, or None."""
+    from punctual.kube.ratelimiting import RateLimiter
+
+    if not options.status_delay >= 0:
+        return f"--status-delay must be 0 or more, got {options.status_delay}"
+    if options.workers < 1:
+        return f"--workers must be 1 or more, got {options.workers}"
+    if options.metrics_port is not None and not 0 < options.metrics_port < 65536:
+        return f"--metrics-port must be 0 (off) or a port 1-65535, got {options.metrics_port}"
+    try:
+        options.lease_config("-")
+        RateLimiter(options.qps, options.burst)
+    except ValueError as error:
+        return str(error)
+    return None
 
 
 def add_trigger_command(subparsers: Any) -> None:

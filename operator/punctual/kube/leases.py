@@ -46,17 +46,17 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class LeaseConfig:
-    """The Lease and its timing. The defaults are `punctual run`'s (see runtime.Options)."""
+    """The Lease and its timing (`punctual run`'s defaults: runtime.options.Options)."""
 
     namespace: str
-    name: str = "punctual-leader"
-    identity: str = "punctual"
-    lease_duration: float = 15.0
-    renew_deadline: float = 10.0
-    retry_period: float = 2.0
+    name: str
+    identity: str
+    lease_duration: float
+    renew_deadline: float
+    retry_period: float
     # A Fence (crds/fences.punctual.dev.yaml) beside the Lease holding {holder, epoch}:
     # the parameter of the API server's fencing policy. None: no fence.
-    fence: str | None = "punctual-fence"
+    fence: str | None
 
     def __post_init__(self) -> None:
         if not 0 < self.retry_period < self.renew_deadline < self.lease_duration:

@@ -14,14 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 import logging
 import os
 import signal
-import socket
-import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -36,7 +32,7 @@ from punctual.core.jobs import JobSnapshot
 from punctual.kube.applying import Applier, NotLeader, schedule_path
 from punctual.kube.client import ApiError, KubeClient, NotFound, Unavailable, load_credentials
 from punctual.kube.events import EventRecorder
-from punctual.kube.leases import LeaderElector, LeaseConfig
+from punctual.kube.leases import LeaderElector
 from punctual.kube.ratelimiting import RateLimiter
 from punctual.kube.watching import (
     JOBS_INDEX,
@@ -47,6 +43,8 @@ from punctual.kube.watching import (
     without_managed_fields,
 )
 from punctual.metrics import Metrics, serve
+from punctual.runtime.logs import configure_logging
+from punctual.runtime.options import Options, default_identity
 from punctual.runtime.scheduling import Key, SchedulerLoop
 
 logger = logging.getLogger("punctual")
@@ -55,67 +53,6 @@ RESYNC_EVERY = timedelta(minutes=5)
 UNAVAILABLE_RETRY = timedelta(seconds=2)
 CLOCK_PRECISION = timedelta(milliseconds=10)
 CLOCK_RECHECK = 30.0
-
-
-@dataclass
-class Options:
-    """Everything `punctual run` can be told (flags and environment, see cli)."""
-
-    kubeconfig: str | None = None
-    namespaces: list[str] = field(default_factory=list)  # empty: all namespaces
-    lease_name: str = "punctual-leader"
-    lease_namespace: str | None = None
-    lease_duration: float = 15.0
-    renew_deadline: float = 10.0
-    retry_period: float = 2.0
-    identity: str | None = None
-    # Schedules processed at once: each waits mostly on one request, so this bounds the
-    # requests in flight; 16 held 1 000 Jobs on one tick to about 130 per second here.
-    workers: int = 128
-    # At the tick a firing is one create (its claim was written ahead): 1,000 schedules on
-    # one tick need 1,000 writes, 3 s at these limits. The API server's priority and
-    # fairness still protects it.
-    qps: float = 200.0
-    burst: int = 400
-    # How long bookkeeping-only status changes may wait for a later write to carry them:
-    # a Job that finishes within it costs no status write of its own.
-    status_delay: float = 10.0
-    log_level: str = "INFO"
-    log_format: str = "text"  # or "json"
-    metrics_port: int | None = 8080  # None: no HTTP endpoint
-    fence: str | None = "punctual-fence"  # None: no Fence for the admission policy
-
-
-class JsonFormatter(logging.Formatter):
-    """One JSON object per line, for log pipelines."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        entry = {
-            "time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S") + f".{int(record.msecs):03d}",
-            "level": record.levelname,
-            "logger": record.name,
-            "message": record.getMessage(),
-        }
-        if record.exc_info:
-            entry["exception"] = self.formatException(record.exc_info)
-        return json.dumps(entry)
-
-
-def configure_logging(level: str, fmt: str) -> None:
-    handler = logging.StreamHandler()
-    if fmt == "json":
-        handler.setFormatter(JsonFormatter())
-    else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(level.upper())
-
-
-def default_identity() -> str:
-    """This replica's Lease holder name: the host (pod) name and a per-process suffix, so a
-    restarted process is a new holder and its takeover is a new epoch."""
-    return f"{socket.gethostname()}-{uuid.uuid4().hex[:6]}"
 
 
 def _resource_version(body: Mapping[str, Any] | None) -> int:
@@ -139,21 +76,8 @@ class Operator:
         self.metrics = metrics or Metrics()
         self.options = options
         self.clock = clock
-        identity = options.identity or default_identity()
         lease_namespace = options.lease_namespace or api.credentials.namespace
-        self.elector = LeaderElector(
-            api,
-            LeaseConfig(
-                namespace=lease_namespace,
-                name=options.lease_name,
-                identity=identity,
-                lease_duration=options.lease_duration,
-                renew_deadline=options.renew_deadline,
-                retry_period=options.retry_period,
-                fence=options.fence,
-            ),
-            clock=clock,
-        )
+        self.elector = LeaderElector(api, options.lease_config(lease_namespace), clock=clock)
         self.events = EventRecorder(api, clock=clock)
         self.applier = Applier(
             api,

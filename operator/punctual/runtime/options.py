@@ -1,0 +1,67 @@
+"""What `punctual run` can be told: one dataclass, the one source of every default.
+
+Why it exists: the flags, their environment variables (cli.cluster), the process
+(runtime.process) and the Lease (kube.leases.LeaseConfig) all need the same defaults;
+they read them from here, so a default is written once.
+
+What it must never do: import anything heavy (the CLI reads it to build `--help`).
+"""
+
+from __future__ import annotations
+
+import socket
+import uuid
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from punctual.kube.leases import LeaseConfig
+
+
+@dataclass
+class Options:
+    """Everything `punctual run` can be told (flags and environment, see cli)."""
+
+    kubeconfig: str | None = None
+    namespaces: list[str] = field(default_factory=list)  # empty: all namespaces
+    lease_name: str = "punctual-leader"
+    lease_namespace: str | None = None
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+    identity: str | None = None
+    # Schedules processed at once: each waits mostly on one request, so this bounds the
+    # requests in flight (16 held 1 000 Jobs on one tick to about 130 per second here).
+    workers: int = 128
+    # At the tick a firing is one create (its claim was made ahead): 1,000 schedules on
+    # one tick need 1,000 writes, 3 s at these limits. The API server's priority and
+    # fairness still protects it.
+    qps: float = 200.0
+    burst: int = 400
+    # How long bookkeeping-only status changes may wait for a later write to carry them:
+    # a Job that finishes within it costs no status write of its own.
+    status_delay: float = 10.0
+    log_level: str = "INFO"
+    log_format: str = "text"  # or "json"
+    metrics_port: int | None = 8080  # None: no HTTP endpoint
+    fence: str | None = "punctual-fence"  # None: no Fence for the admission policy
+
+    def lease_config(self, namespace: str) -> LeaseConfig:
+        """The Lease these options describe, in `namespace` (ValueError if inconsistent)."""
+        from punctual.kube.leases import LeaseConfig
+
+        return LeaseConfig(
+            namespace=namespace,
+            name=self.lease_name,
+            identity=self.identity or default_identity(),
+            lease_duration=self.lease_duration,
+            renew_deadline=self.renew_deadline,
+            retry_period=self.retry_period,
+            fence=self.fence,
+        )
+
+
+def default_identity() -> str:
+    """This replica's Lease holder name: the host (pod) name and a per-process suffix, so a
+    restarted process is a new holder and its takeover is a new epoch."""
+    return f"{socket.gethostname()}-{uuid.uuid4().hex[:6]}"
