@@ -94,17 +94,18 @@ def fmt_num(value: float | None, digits: int = 1) -> str:
 
 
 def writes_per_firing(r: Result) -> float | None:
-    created = r["firings"]["created"]
+    created: int = r["firings"]["created"]
     if "writes" not in r or not created:
         return None
     return float(r["writes"]["without_leases"]) / created
 
 
 def events_per_firing(r: Result) -> float | None:
-    created = r["firings"]["created"]
+    created: int = r["firings"]["created"]
     if "events" not in r or not created:
         return None
-    return sum(r["events"].values()) / created
+    events: dict[str, int] = r["events"]
+    return sum(events.values()) / created
 
 
 def controller_cpu(r: Result) -> float | None:
@@ -393,21 +394,34 @@ def _failover_table(results: list[Result]) -> list[str]:
 
 
 def _targets(results: list[Result]) -> list[str]:
-    sizes = sorted({r["n"] for r in results})
     punctual = [r for r in results if r["kind"] in ("punctual", "failover")]
-    lines = ["| target | measured | met? |", "|---|---|---|"]
+    return [
+        "| target | measured | met? |",
+        "|---|---|---|",
+        *_correctness_target(punctual),
+        *_latency_targets(results),
+        *_cost_targets(punctual),
+        *_cronjob_targets(results),
+    ]
 
+
+def _correctness_target(punctual: list[Result]) -> list[str]:
     bad = [
         f"{r['scenario']} N={r['n']}: {r['firings']['missing']} missing, "
         f"{r['firings']['duplicates']} duplicate"
         for r in punctual
         if r["firings"]["missing"] or r["firings"]["duplicates"]
     ]
-    lines.append(
+    return [
         "| zero missing and zero duplicate Jobs at every N (Punctual) | "
         + ("; ".join(bad) if bad else f"0 and 0 in all {len(punctual)} Punctual runs")
         + f" | {'no' if bad else 'yes'} |"
-    )
+    ]
+
+
+def _latency_targets(results: list[Result]) -> list[str]:
+    sizes = sorted({r["n"] for r in results})
+    lines = []
     for profile in ("defaults", "same"):
         r = _get(results, f"punctual-herd-{profile}", 1000)
         if r:
@@ -427,6 +441,11 @@ def _targets(results: list[Result]) -> list[str]:
             )
     if 10000 not in sizes:
         lines.append("| at 10 000 simultaneous, within 1.25x the raw limit | not run | - |")
+    return lines
+
+
+def _cost_targets(punctual: list[Result]) -> list[str]:
+    lines = []
     wpf = [(r, writes_per_firing(r)) for r in punctual if writes_per_firing(r) is not None]
     if wpf:
         worst = max(wpf, key=lambda x: x[1] or 0)
@@ -448,7 +467,12 @@ def _targets(results: list[Result]) -> list[str]:
             f"| operator RSS ≤ 250 MB with 10 000 schedules | {peak:.0f} MB {label} "
             f"| {('yes' if peak <= TARGET_RSS else 'no') if n_max >= 10000 else '-'} |"
         )
-    for n in sizes:
+    return lines
+
+
+def _cronjob_targets(results: list[Result]) -> list[str]:
+    lines = []
+    for n in sorted({r["n"] for r in results}):
         for profile in ("defaults", "same"):
             a = _get(results, f"punctual-herd-{profile}", n)
             b = _get(results, f"cronjob-herd-{profile}", n)
@@ -577,19 +601,40 @@ def write(results_dir: Path) -> None:
         print("no results in", results_dir / "raw", file=sys.stderr)
         return
     machine = machine or results[0].get("machine", {})
+    out = [*_introduction(results, machine), *_method(results)]
+    for n in sorted({r["n"] for r in results}):
+        out += _herd_section(results, n)
+    out += _spread_section(results)
+    out += _failover_section(results)
+    out += _before_after(baseline, results)
+    profile = _profile_section(profiled)
+    if profile:
+        out += ["## Profile of the operator", *profile, ""]
+    out += [
+        "## Skew distributions",
+        "",
+        "![skew distributions](skew.png)",
+        "",
+    ]
+    (results_dir / "results.md").write_text("\n".join(out))
+    plot(results, results_dir / "skew.png")
+
+
+def _introduction(results: list[Result], machine: dict[str, Any]) -> list[str]:
+    """The title, what ran when, and on which machine and versions."""
     sizes = sorted({r["n"] for r in results})
-    versions = next((r.get("versions") for r in results if r.get("versions")), {}) or {}
+    versions: dict[str, Any] = next((r["versions"] for r in results if r.get("versions")), {}) or {}
     started = min(r["started"] for r in results)
     total = sum(r.get("duration", 0) for r in results)
     loads = [r["loadavg_before"][0] for r in results if r.get("loadavg_before")]
-    other = [
-        (r.get("cpu") or {}).get("other_cores")
+    other: list[float] = [
+        r["cpu"]["other_cores"]
         for r in results
         if (r.get("cpu") or {}).get("other_cores") is not None
     ]
     pod_run = next((r.get("pod_run_ms") for r in results), 1000)
     dirty = " with uncommitted changes" if machine.get("dirty") else ""
-    out = [
+    return [
         "# Punctual vs the built-in CronJob controller",
         "",
         "Generated by `bench/run.py` (rebuild with `python bench/report.py`); the analysis "
@@ -621,6 +666,12 @@ def write(results_dir: Path) -> None:
         "100); one fake node; the API server's audit log records every write to Jobs, "
         "CronJobs, CronSchedules (and status) and Leases.",
         "",
+    ]
+
+
+def _method(results: list[Result]) -> list[str]:
+    """The settings of each scenario, how the figures are measured, and the targets."""
+    return [
         "## Settings",
         "",
         '**"defaults"** compares each controller as shipped: `punctual run` with its default '
@@ -647,69 +698,68 @@ def write(results_dir: Path) -> None:
         *_targets(results),
         "",
     ]
-    for n in sizes:
-        out += [
-            f"## N = {n:,}: every schedule on the same tick".replace(",", " "),
-            "",
-            *_herd_table(results, n),
-            "",
-            "¹ the kube-controller-manager process that runs only the CronJob controller. "
-            "² the plain client's own CPU. † counted when the settle time cap ran out, "
-            "before every Job had finished: the bookkeeping writes of the rest are missing.",
-            "",
-            *_ratio_rows(results, n),
-            "",
-            "Where the time goes while firing:",
-            "",
-            *_rate_rows(results, n),
-            "",
-        ]
-    spread = _spread_table(results)
-    if spread:
-        out += [
-            "## Spread variant",
-            "",
-            "Punctual's schedules use `H M H * * *`: each schedule's second is hashed from its "
-            "uid, so the N firings spread over one minute. CronJob schedules have minute "
-            "resolution, so the nearest it can do is distinct minutes.",
-            "",
-            *spread,
-            "",
-        ]
-    failover = _failover_table(results)
-    if failover:
-        out += [
-            "## Leader failover",
-            "",
-            "Two `punctual run` replicas at their defaults (Lease 15 s, renew deadline 10 s, "
-            "retry 2 s); the leader is killed with SIGKILL just before the tick; the standby "
-            "(indices warm) takes the Lease when it expires and fires every schedule. The "
-            "CronJob controller has no comparable figure here: the local controller-manager "
-            "runs without leader election.",
-            "",
-            *failover,
-            "",
-        ]
-    out += _before_after(baseline, results)
-    profile = _profile_section(profiled)
-    if profile:
-        out += ["## Profile of the operator", *profile, ""]
-    out += [
-        "## Skew distributions",
+
+
+def _herd_section(results: list[Result], n: int) -> list[str]:
+    return [
+        f"## N = {n:,}: every schedule on the same tick".replace(",", " "),
         "",
-        "![skew distributions](skew.png)",
+        *_herd_table(results, n),
+        "",
+        "¹ the kube-controller-manager process that runs only the CronJob controller. "
+        "² the plain client's own CPU. † counted when the settle time cap ran out, "
+        "before every Job had finished: the bookkeeping writes of the rest are missing.",
+        "",
+        *_ratio_rows(results, n),
+        "",
+        "Where the time goes while firing:",
+        "",
+        *_rate_rows(results, n),
         "",
     ]
-    (results_dir / "results.md").write_text("\n".join(out))
-    plot(results, results_dir / "skew.png")
+
+
+def _spread_section(results: list[Result]) -> list[str]:
+    spread = _spread_table(results)
+    if not spread:
+        return []
+    return [
+        "## Spread variant",
+        "",
+        "Punctual's schedules use `H M H * * *`: each schedule's second is hashed from its "
+        "uid, so the N firings spread over one minute. CronJob schedules have minute "
+        "resolution, so the nearest it can do is distinct minutes.",
+        "",
+        *spread,
+        "",
+    ]
+
+
+def _failover_section(results: list[Result]) -> list[str]:
+    failover = _failover_table(results)
+    if not failover:
+        return []
+    return [
+        "## Leader failover",
+        "",
+        "Two `punctual run` replicas at their defaults (Lease 15 s, renew deadline 10 s, "
+        "retry 2 s); the leader is killed with SIGKILL just before the tick; the standby "
+        "(indices warm) takes the Lease when it expires and fires every schedule. The "
+        "CronJob controller has no comparable figure here: the local controller-manager "
+        "runs without leader election.",
+        "",
+        *failover,
+        "",
+    ]
 
 
 def plot(results: list[Result], path: Path) -> None:
     try:
-        import matplotlib
+        # Not a dependency of the project (see README.md); typed when it is installed.
+        import matplotlib  # type: ignore[import-not-found, unused-ignore]
 
         matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        import matplotlib.pyplot as plt  # type: ignore[import-not-found, unused-ignore]
     except ImportError:
         print("matplotlib is not installed: no plot (pip install matplotlib)", file=sys.stderr)
         return
