@@ -37,6 +37,7 @@ def _env_or(name: str, default: str) -> str:
 
 
 def add_run_command(subparsers: Any) -> None:
+    # Long by nature: one declaration per flag, read as a table (--help is its rendering).
     from punctual.runtime.options import Options
 
     defaults = Options()

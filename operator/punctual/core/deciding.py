@@ -183,6 +183,7 @@ def decide(
     the next tick ahead; prune history; build the status; say when to look again.
     """
     schedule = _read(body, jobs)
+    old = schedule.old
     # 1. Read the spec; an invalid one is reported in status and Events, never raised.
     try:
         spec = CronScheduleSpec.model_validate(body.get("spec") or {})
@@ -192,7 +193,6 @@ def decide(
         keep = {"schedule_fingerprint": "invalid-" + _raw_fingerprint(body.get("spec") or {})}
         return _invalid(schedule, describe_error(error), now=now, updates=keep)
     # 2. Plan the ticks on the API server's clock.
-    old = schedule.old
     plan = plan_ticks(
         spec,
         uid=schedule.uid,
@@ -204,7 +204,20 @@ def decide(
     if plan.invalid is not None:
         written = {"schedule_fingerprint": plan.fingerprint, "last_scheduled_time": plan.cursor}
         return _invalid(schedule, plan.invalid, now=now, updates=written)
+    return _decide_firings(body, schedule, spec, plan, now=now, leadership=leadership)
 
+
+def _decide_firings(
+    body: Mapping[str, Any],
+    schedule: _Schedule,
+    spec: CronScheduleSpec,
+    plan: TickPlan,
+    *,
+    now: datetime,
+    leadership: Leadership,
+) -> Decision:
+    """Steps 3 to 10, for a valid spec and its plan."""
+    old = schedule.old
     draft = _Draft(status=old, epoch=leadership.epoch)
     ahead = _claimed_ahead(schedule)
     in_flight, recovering = _recover_claims(schedule, ahead)  # 3.
@@ -236,9 +249,9 @@ def decide(
         last_trigger=trigger.request if trigger is not None else old.last_trigger,
         now=now,
     )
-    new_status, old_status = dump_status(new), dump_status(old)
+    new_status = dump_status(new)
     return Decision(
-        status=None if new_status == old_status else new_status,
+        status=None if new_status == dump_status(old) else new_status,
         deferral=_deferral(
             schedule,
             plan,
@@ -257,14 +270,24 @@ def decide(
         prune=tuple(prune),
         events=tuple(draft.events),
         missed=sum(f.count for f in plan.missed),
-        skipped=tuple(Counter(draft.skips).items())
-        + tuple(("missedRunPolicy=Skip", group.count) for group in plan.skipped),
-        newly_failed=sum(
-            1
-            for before, after in zip(old.recent_firings, history, strict=True)
-            if before.outcome is not after.outcome and after.outcome is FiringOutcome.FAILED
-        ),
+        skipped=_skip_counts(plan, draft),
+        newly_failed=_newly_failed(old.recent_firings, history),
         next_wake=_next_wake(plan, in_flight, now),  # 10.
+    )
+
+
+def _skip_counts(plan: TickPlan, draft: _Draft) -> tuple[tuple[str, int], ...]:
+    """Skipped ticks by reason, for the metric: concurrency skips and missedRunPolicy=Skip."""
+    by_policy = tuple(("missedRunPolicy=Skip", group.count) for group in plan.skipped)
+    return tuple(Counter(draft.skips).items()) + by_policy
+
+
+def _newly_failed(before: Sequence[RecordedFiring], after: Sequence[RecordedFiring]) -> int:
+    """How many recorded firings turned Failed in this decision (for the metric)."""
+    return sum(
+        1
+        for old, new in zip(before, after, strict=True)
+        if old.outcome is not new.outcome and new.outcome is FiringOutcome.FAILED
     )
 
 

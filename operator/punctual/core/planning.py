@@ -211,30 +211,7 @@ def plan_ticks(
         )
 
     # 5. Something is due: decide every due tick, newest first.
-    deadline = spec.starting_deadline_seconds
-    on_time_from = None if deadline is None else cutoff - timedelta(seconds=deadline)
-
-    def on_time(tick: datetime) -> bool:
-        return on_time_from is None or tick >= on_time_from
-
-    older = source.prev_tick(newest - _TINY)
-    if older is not None and floor is not None and older <= floor:
-        older = None
-
-    due: list[datetime] = []
-    missed: list[TickGroup] = []
-    skipped: list[TickGroup] = []
-    if older is None:
-        # The ordinary pass: exactly one tick became due.
-        if on_time(newest):
-            due.append(newest)
-        else:
-            missed.append(_group(source, FiringOutcome.MISSED, PAST_DEADLINE, 1, newest, floor))
-    else:
-        due, missed, skipped = _decide_backlog(
-            source, spec, newest=newest, older=older, floor=floor, on_time_from=on_time_from
-        )
-
+    due, missed, skipped = _plan_due(source, spec, newest=newest, floor=floor, cutoff=cutoff)
     upcoming = source.next_tick(cutoff)
     return TickPlan(
         due=tuple(DueTick(tick, tick + offset) for tick in sorted(due)),
@@ -246,6 +223,30 @@ def plan_ticks(
         next_wake=None if upcoming is None else upcoming + offset,
         reset=reset,
     )
+
+
+def _plan_due(
+    source: TickSource,
+    spec: CronScheduleSpec,
+    *,
+    newest: datetime,
+    floor: datetime | None,
+    cutoff: datetime,
+) -> tuple[list[datetime], list[TickGroup], list[TickGroup]]:
+    """The due, missed and skipped ticks when `newest` (after `floor`) is due at `cutoff`."""
+    deadline = spec.starting_deadline_seconds
+    on_time_from = None if deadline is None else cutoff - timedelta(seconds=deadline)
+    older = source.prev_tick(newest - _TINY)
+    if older is not None and floor is not None and older <= floor:
+        older = None
+    if older is not None:
+        return _decide_backlog(
+            source, spec, newest=newest, older=older, floor=floor, on_time_from=on_time_from
+        )
+    # The ordinary pass: exactly one tick became due.
+    if on_time_from is None or newest >= on_time_from:
+        return [newest], [], []
+    return [], [_group(source, FiringOutcome.MISSED, PAST_DEADLINE, 1, newest, floor)], []
 
 
 def _decide_backlog(

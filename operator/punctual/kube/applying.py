@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from punctual.clocks import Clock
-from punctual.core.deciding import Decision, EventNote, JobToDelete
+from punctual.core.deciding import Decision, EventNote, JobToCreate, JobToDelete
 from punctual.core.jobs import JobSnapshot, owned_by
 from punctual.core.settling import settle_failures
 from punctual.core.times import format_time
@@ -101,69 +101,109 @@ class Applier:
             raise NotLeader()
 
     async def apply(self, schedule: Mapping[str, Any], decision: Decision) -> Applied:
+        """Apply `decision` to `schedule` (as it was read): claim, replace, create, record,
+        prune, report. Raises NotLeader, before a write, once this replica may not write."""
         meta = schedule["metadata"]
-        namespace, name, uid = meta["namespace"], meta["name"], meta["uid"]
+        namespace, name = meta["namespace"], meta["name"]
         applied = Applied(schedule=dict(schedule))
 
         # 1. The claim: status written with the resourceVersion we decided on.
-        if decision.status is not None:
-            await self._guard()
-            try:
-                applied.schedule = await self._write_status(schedule, decision.status)
-            except Conflict:
-                self.metrics.claim_conflicts.inc()
-                applied.stale = True
-                return applied
-            except NotFound:
-                applied.stale = True  # deleted meanwhile
-                return applied
-
+        if decision.status is not None and not await self._claim(schedule, decision, applied):
+            return applied
         # 2. Replace: the running Jobs go before the new one comes.
         for job in decision.replace:
             await self._delete(namespace, job, applied)
-
         # 3. The creates.
         for create in decision.creates:
-            await self._guard()
-            try:
-                created = await self.api.create(jobs_path(namespace), create.body)
-                applied.created.append(JobSnapshot.from_body(created))
-                self.metrics.jobs_created.labels(namespace, name).inc()
-                if create.fire_at is not None:
-                    lag = (self.clock.now() - create.fire_at).total_seconds()
-                    self.metrics.firing_lag.observe(max(0.0, lag))
-            except AlreadyExists:
-                try:
-                    existing = await self.api.get(f"{jobs_path(namespace)}/{create.name}")
-                except ApiError as error:
-                    applied.pending.append(create.name)
-                    logger.warning(
-                        "%s/%s: reading existing Job %s: %s", namespace, name, create.name, error
-                    )
-                    continue
-                if owned_by(existing, uid):
-                    applied.created.append(JobSnapshot.from_body(existing))
-                else:
-                    applied.failed[create.name] = (
-                        f"a Job named {create.name} exists and is not this schedule's"
-                    )
-            except Unavailable as error:
-                applied.pending.append(create.name)
-                logger.warning(
-                    "%s/%s: creating Job %s: %s (will retry)", namespace, name, create.name, error
-                )
-            except ApiError as error:
-                if error.status == 403 and FENCED in error.message:
-                    # The API server's fence saw an epoch other than the Lease's: either this
-                    # replica lost its Lease (it will stop), or the server has not yet seen
-                    # our takeover. Never a failed firing: the claim stays in flight.
-                    applied.pending.append(create.name)
-                    logger.warning("%s/%s: %s", namespace, name, error.message)
-                    continue
-                applied.failed[create.name] = (
-                    f"the API server rejected Job {create.name}: {error.message}"
-                )
+            await self._create(schedule, create, applied)
+        self._count(namespace, name, decision, applied)
+        if applied.failed and applied.schedule is not None:
+            if decision.status is None and decision.deferred_status is not None:
+                # The create went out on a claim made ahead, its status write left for
+                # later: record the failure on top of what that write would have said.
+                applied.schedule = {**applied.schedule, "status": decision.deferred_status}
+            await self._settle_failures(applied)
+        # 4. History clean-up.
+        for job in decision.prune:
+            await self._delete(namespace, job, applied)
+        # 5. Events, best effort and off the firing path.
+        self._report(schedule, decision, applied)
+        return applied
 
+    async def _claim(
+        self, schedule: Mapping[str, Any], decision: Decision, applied: Applied
+    ) -> bool:
+        """Write the claim; False when it lost (409) or the schedule is gone: stop there."""
+        assert decision.status is not None
+        await self._guard()
+        try:
+            applied.schedule = await self._write_status(schedule, decision.status)
+        except Conflict:
+            self.metrics.claim_conflicts.inc()
+            applied.stale = True
+            return False
+        except NotFound:
+            applied.stale = True  # deleted meanwhile
+            return False
+        return True
+
+    async def _create(
+        self, schedule: Mapping[str, Any], create: JobToCreate, applied: Applied
+    ) -> None:
+        """One create; its outcome lands in `applied`: created, pending or failed."""
+        meta = schedule["metadata"]
+        namespace, name, uid = meta["namespace"], meta["name"], meta["uid"]
+        await self._guard()
+        try:
+            created = await self.api.create(jobs_path(namespace), create.body)
+        except AlreadyExists:
+            await self._adopt(namespace, name, uid, create, applied)
+            return
+        except Unavailable as error:
+            applied.pending.append(create.name)
+            logger.warning(
+                "%s/%s: creating Job %s: %s (will retry)", namespace, name, create.name, error
+            )
+            return
+        except ApiError as error:
+            if error.status == 403 and FENCED in error.message:
+                # The API server's fence saw an epoch other than the Lease's: either this
+                # replica lost its Lease (it will stop), or the server has not yet seen
+                # our takeover. Never a failed firing: the claim stays in flight.
+                applied.pending.append(create.name)
+                logger.warning("%s/%s: %s", namespace, name, error.message)
+                return
+            applied.failed[create.name] = (
+                f"the API server rejected Job {create.name}: {error.message}"
+            )
+            return
+        applied.created.append(JobSnapshot.from_body(created))
+        self.metrics.jobs_created.labels(namespace, name).inc()
+        if create.fire_at is not None:
+            lag = (self.clock.now() - create.fire_at).total_seconds()
+            self.metrics.firing_lag.observe(max(0.0, lag))
+
+    async def _adopt(
+        self, namespace: str, name: str, uid: str, create: JobToCreate, applied: Applied
+    ) -> None:
+        """A Job with the name exists: ours (finishing a claim after a crash) is success,
+        anyone else's is a failure for good."""
+        try:
+            existing = await self.api.get(f"{jobs_path(namespace)}/{create.name}")
+        except ApiError as error:
+            applied.pending.append(create.name)
+            logger.warning(
+                "%s/%s: reading existing Job %s: %s", namespace, name, create.name, error
+            )
+            return
+        if owned_by(existing, uid):
+            applied.created.append(JobSnapshot.from_body(existing))
+        else:
+            applied.failed[create.name] = (
+                f"a Job named {create.name} exists and is not this schedule's"
+            )
+
+    def _count(self, namespace: str, name: str, decision: Decision, applied: Applied) -> None:
         if decision.status is not None:  # recorded: count what the claim decided
             for reason, count in decision.skipped:
                 self.metrics.ticks_skipped.labels(namespace, name, reason).inc(count)
@@ -173,18 +213,8 @@ class Applier:
                 self.metrics.jobs_failed.labels(namespace, name).inc(decision.newly_failed)
         if applied.failed:
             self.metrics.create_failures.labels(namespace, name).inc(len(applied.failed))
-        if applied.failed and applied.schedule is not None:
-            if decision.status is None and decision.deferred_status is not None:
-                # The create went out on a claim written ahead, its status write left for
-                # later: record the failure on top of what that write would have said.
-                applied.schedule = {**applied.schedule, "status": decision.deferred_status}
-            await self._settle_failures(applied)
 
-        # 4. History clean-up.
-        for job in decision.prune:
-            await self._delete(namespace, job, applied)
-
-        # 5. Events, best effort and off the firing path.
+    def _report(self, schedule: Mapping[str, Any], decision: Decision, applied: Applied) -> None:
         for note in decision.events:
             self.events.post(schedule, note)
         for made in applied.created:
@@ -194,7 +224,6 @@ class Applier:
             )
         for why in applied.failed.values():
             self.events.post(schedule, EventNote("Warning", "FailedCreate", why))
-        return applied
 
     async def _write_status(self, schedule: Mapping[str, Any], status: Body) -> Body:
         meta = schedule["metadata"]

@@ -83,31 +83,8 @@ def make_registry(
 ) -> kopf.OperatorRegistry:
     """A private kopf registry with Punctual's indices and event handlers."""
     registry = kopf.OperatorRegistry()
-
-    @kopf.on.startup(registry=registry)
-    def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
-        settings.posting.enabled = False  # kopf posts no Events; Punctual posts its own
-        settings.persistence.diffbase_storage = NoDiffBase()
-        # kopf keeps a worker task (with its queue and last event) per object until it
-        # has been idle this long: 5 s by default, a thousand live workers while 10 000
-        # Jobs are created in a minute. Our handlers are instant; half a second is ample.
-        settings.queueing.idle_timeout = 0.5
-        settings.watching.connect_timeout = 5
-        settings.watching.server_timeout = 300
-        settings.watching.client_timeout = 330
-        settings.networking.request_timeout = 30
-
-    @kopf.on.login(registry=registry)
-    def login(**_: Any) -> kopf.ConnectionInfo:
-        return kopf.ConnectionInfo(
-            server=credentials.server,
-            ca_path=credentials.ca_file,
-            insecure=credentials.insecure,
-            token=credentials.bearer(),
-            certificate_path=credentials.cert_file,
-            private_key_path=credentials.key_file,
-            default_namespace=credentials.namespace,
-        )
+    _configure(registry)
+    _login(registry, credentials)
 
     # Every handler is a coroutine: kopf runs a plain function in a thread pool, and with
     # a thousand Jobs changing at once the threads' hand-offs cost more than the handlers.
@@ -139,6 +116,35 @@ def make_registry(
         on_job((event["namespace"], event["labels"][LABEL_SCHEDULE]), event["uid"], job)
 
     return registry
+
+
+def _configure(registry: kopf.OperatorRegistry) -> None:
+    @kopf.on.startup(registry=registry)
+    def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+        settings.posting.enabled = False  # kopf posts no Events; Punctual posts its own
+        settings.persistence.diffbase_storage = NoDiffBase()
+        # kopf keeps a worker task (with its queue and last event) per object until it
+        # has been idle this long: 5 s by default, a thousand live workers while 10 000
+        # Jobs are created in a minute. Our handlers are instant; half a second is ample.
+        settings.queueing.idle_timeout = 0.5
+        settings.watching.connect_timeout = 5
+        settings.watching.server_timeout = 300
+        settings.watching.client_timeout = 330
+        settings.networking.request_timeout = 30
+
+
+def _login(registry: kopf.OperatorRegistry, credentials: Credentials) -> None:
+    @kopf.on.login(registry=registry)
+    def login(**_: Any) -> kopf.ConnectionInfo:
+        return kopf.ConnectionInfo(
+            server=credentials.server,
+            ca_path=credentials.ca_file,
+            insecure=credentials.insecure,
+            token=credentials.bearer(),
+            certificate_path=credentials.cert_file,
+            private_key_path=credentials.key_file,
+            default_namespace=credentials.namespace,
+        )
 
 
 def quiet_kopf(level: int = logging.WARNING) -> None:
