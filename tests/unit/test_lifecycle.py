@@ -8,7 +8,7 @@ import logging
 
 import pytest
 
-from punctual.runtime.process import Fatal, first_failure
+from punctual.runtime.supervision import Fatal, first_failure
 
 
 async def runs_until(stop: asyncio.Event) -> None:

@@ -250,19 +250,10 @@ def _decide_firings(
         now=now,
     )
     new_status = dump_status(new)
+    deferral = _deferral(schedule, plan, draft, new_status, in_flight, ahead, fresh, replace, prune)
     return Decision(
         status=None if new_status == dump_status(old) else new_status,
-        deferral=_deferral(
-            schedule,
-            plan,
-            draft,
-            new_status=new_status,
-            in_flight=in_flight,
-            ahead=ahead,
-            fresh=fresh,
-            replace=replace,
-            prune=prune,
-        ),
+        deferral=deferral,
         replace=tuple(replace),
         creates=tuple(
             _job_to_create(body, c, spec, leadership, uid=schedule.uid, now=now) for c in creates
@@ -496,7 +487,6 @@ def _deferral(
     schedule: _Schedule,
     plan: TickPlan,
     draft: _Draft,
-    *,
     new_status: Mapping[str, Any],
     in_flight: Sequence[InFlightClaim],
     ahead: Mapping[str, InFlightClaim],

@@ -169,10 +169,7 @@ def plan_ticks(
     now: datetime,
 ) -> TickPlan:
     """Decide which ticks of one schedule fire at `now` (see the module docstring)."""
-    for name, value in (("created", created), ("now", now), ("cursor", cursor)):
-        if value is not None and value.utcoffset() is None:
-            raise ValueError(f"{name} must be an aware datetime")
-
+    _require_aware(created=created, now=now, cursor=cursor)
     # 1. An edit moves the cursor to now; a missing fingerprint is adopted.
     wanted = schedule_fingerprint(spec)
     reset = fingerprint is not None and fingerprint != wanted
@@ -191,9 +188,8 @@ def plan_ticks(
 
     offset = jitter_offset(uid, spec.jitter_seconds)
     cutoff = now - offset
-    floor = cursor
-    if floor is None and isinstance(source, CronTicks):
-        floor = created
+    # Cron schedules never fire a tick from before they existed; a runAt may be in the past.
+    floor = created if cursor is None and isinstance(source, CronTicks) else cursor
 
     # 4. Nothing due: sleep until the next fire instant.
     newest = source.prev_tick(cutoff)
@@ -223,6 +219,12 @@ def plan_ticks(
         next_wake=None if upcoming is None else upcoming + offset,
         reset=reset,
     )
+
+
+def _require_aware(**instants: datetime | None) -> None:
+    for name, value in instants.items():
+        if value is not None and value.utcoffset() is None:
+            raise ValueError(f"{name} must be an aware datetime")
 
 
 def _plan_due(

@@ -1,0 +1,109 @@
+"""One pass over one schedule: decide, let the status wait if it may, apply, remember.
+
+Why it exists: this is the scheduler loop's unit of work, and the place where the
+claim protocol's "a 409 means re-read and decide again, never retry blindly" lives:
+a pass whose claim lost re-reads the schedule and decides afresh, at most three
+times, then tries again a little later.
+
+What it must never do: decide (that is `core`), write other than through the
+applier, or act when this replica does not lead.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import datetime, timedelta
+
+from punctual.clocks import Clock
+from punctual.core.deciding import Leadership, decide
+from punctual.core.deferring import defer
+from punctual.kube.applying import Applier, NotLeader, schedule_path
+from punctual.kube.client import Api, ApiError, NotFound, Unavailable
+from punctual.kube.leases import LeaderElector
+from punctual.runtime.scheduling import Key
+from punctual.runtime.view import LeaderView
+
+logger = logging.getLogger("punctual")
+
+UNAVAILABLE_RETRY = timedelta(seconds=2)
+ATTEMPTS = 3  # one pass, and at most two more after 409 Conflicts
+
+
+class Reconciler:
+    def __init__(
+        self,
+        *,
+        api: Api,
+        view: LeaderView,
+        elector: LeaderElector,
+        applier: Applier,
+        clock: Clock,
+        status_delay: timedelta,
+        forget: Callable[[Key], None],
+    ) -> None:
+        self.api = api
+        self.view = view
+        self.elector = elector
+        self.applier = applier
+        self.clock = clock
+        self.status_delay = status_delay
+        self.forget = forget  # the scheduler loop drops a deleted schedule
+
+    async def __call__(self, key: Key) -> datetime | None:
+        """One pass; returns when to look at the schedule again (None: when notified)."""
+        if not self.elector.is_leader():
+            return None
+        for _ in range(ATTEMPTS):
+            body = self.view.schedule(key)
+            if body is None:
+                self.forget(key)
+                return None
+            epoch = self.elector.epoch
+            if epoch is None:
+                return None
+            uid = body["metadata"]["uid"]
+            decision = decide(
+                body,
+                self.view.jobs(uid),
+                now=self.clock.now(),
+                leadership=Leadership(epoch=epoch, identity=self.elector.config.identity),
+            )
+            if decision.status is None:
+                self.view.unwritten_since.pop(key, None)
+            if not decision.writes and not decision.events:
+                return decision.next_wake
+            deferred = defer(
+                decision,
+                unwritten_since=self.view.unwritten_since.get(key),
+                now=self.clock.now(),
+                delay=self.status_delay,
+            )
+            decision = deferred.decision
+            if deferred.unwritten_since is not None:
+                self.view.unwritten_since[key] = deferred.unwritten_since
+            if not decision.writes:
+                return decision.next_wake
+            try:
+                applied = await self.applier.apply(body, decision)
+            except NotLeader:
+                return None
+            except Unavailable as error:
+                logger.warning("%s/%s: API server unavailable: %s", *key, error)
+                return self.clock.now() + UNAVAILABLE_RETRY
+            wrote = decision.status is not None or bool(applied.failed)
+            self.view.remember(key, uid, applied, wrote_status=wrote)
+            if not applied.stale:
+                return decision.next_wake
+            try:  # the claim lost: read the schedule as it is now, and decide again
+                self.view.reread(key, await self.api.get(schedule_path(*key)))
+            except NotFound:
+                self.view.reread(key, None)
+                return None
+            except ApiError as error:
+                logger.warning("%s/%s: re-reading after a conflict: %s", *key, error)
+                return self._later()
+        return self._later()
+
+    def _later(self) -> datetime:
+        return self.clock.now() + UNAVAILABLE_RETRY

@@ -1,0 +1,130 @@
+"""The leader's view of its schedules and Jobs: kopf's indices, made fresher by its own writes.
+
+Why it exists: the watch delivers our own writes a moment after they land. Deciding on
+the watch alone would claim on a stale resourceVersion (and lose a round to a 409) and
+not see a Job just created or deleted. So the view keeps the schedule as the leader's
+last write returned it, the Jobs it created or deleted that the watch has not
+delivered yet, and what decisions last read of each Job (so a Job's routine status
+updates wake nobody). It also remembers since when a schedule has status changes left
+unwritten (see core.deferring).
+
+What it must never do: write to the API server, decide, or outlive a leadership: a
+new leader starts with it cleared.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from typing import Any
+
+from punctual.core.jobs import JobSnapshot
+from punctual.kube.applying import Applied
+from punctual.kube.watching import JOBS_INDEX, SCHEDULES_INDEX, unpack, without_managed_fields
+from punctual.runtime.scheduling import Key
+
+Body = dict[str, Any]
+
+
+def _resource_version(body: Mapping[str, Any] | None) -> int:
+    """resourceVersions are opaque, but from etcd they are increasing integers."""
+    try:
+        return int((body or {}).get("metadata", {}).get("resourceVersion", "-1"))
+    except (TypeError, ValueError):
+        return -1
+
+
+class LeaderView:
+    def __init__(self, index: Callable[[str], Any]) -> None:
+        self._index = index  # kopf's index by name: key -> store
+        self.written: dict[Key, Body] = {}  # the schedule as our last write returned it
+        self.created: dict[str, dict[str, JobSnapshot]] = {}  # schedule uid -> name -> Job
+        self.deleted: dict[str, set[str]] = {}  # schedule uid -> names being deleted
+        self.jobs_seen: dict[str, JobSnapshot] = {}  # Job uid -> what decisions read of it
+        self.unwritten_since: dict[Key, datetime] = {}  # status changes left for later
+
+    def clear(self) -> None:
+        """Forget everything but the watch's own view (a new leadership starts)."""
+        self.written.clear()
+        self.unwritten_since.clear()
+        self.created.clear()
+        self.deleted.clear()
+
+    def schedule_keys(self) -> list[Key]:
+        return list(self._index(SCHEDULES_INDEX))
+
+    # -- what the watch says, filtered -----------------------------------------------
+
+    def is_echo(self, key: Key, resource_version: str | None) -> bool:
+        """Whether a schedule event is the echo of our own last write (nothing new)."""
+        ours = self.written.get(key)
+        if ours is not None and ours["metadata"].get("resourceVersion") == resource_version:
+            del self.written[key]  # the index holds the same now: no second copy to keep
+            return True
+        return False
+
+    def job_changed(self, uid: str, job: JobSnapshot | None) -> bool:
+        """Whether what decisions read of a Job changed (created, finished, deleted).
+
+        A Job's status changes several times while it runs (pods created, ready,
+        counted); only its creation, its finishing and its deletion matter here.
+        """
+        if job is not None and self.jobs_seen.get(uid) == job:
+            return False
+        if job is None:
+            self.jobs_seen.pop(uid, None)
+        else:
+            self.jobs_seen[uid] = job
+        return True
+
+    # -- what a decision reads ---------------------------------------------------------
+
+    def schedule(self, key: Key) -> Body | None:
+        """The freshest body we know: the watch's, or our own last write if newer."""
+        index = self._index(SCHEDULES_INDEX)
+        packed = next(iter(index[key]), None) if key in index else None
+        watched = unpack(packed) if packed is not None else None
+        ours = self.written.get(key)
+        if watched is None:
+            self.written.pop(key, None)
+            return None
+        same = ours is not None and ours["metadata"].get("uid") == watched["metadata"].get("uid")
+        if same and _resource_version(ours) > _resource_version(watched):
+            return ours
+        self.written.pop(key, None)
+        return watched
+
+    def jobs(self, uid: str) -> list[JobSnapshot]:
+        """The schedule's Jobs: the watch's, plus ours it has not delivered yet."""
+        seen = {j.name: j for j in self._index(JOBS_INDEX).get(uid, [])}
+        mine = self.created.get(uid, {})
+        for name in [n for n in mine if n in seen]:
+            del mine[name]  # the watch caught up
+        gone = self.deleted.get(uid, set())
+        gone &= set(seen)  # forget deletes the watch has delivered
+        jobs = {**mine, **seen}
+        return [
+            dataclasses.replace(j, deleting=True) if j.name in gone else j for j in jobs.values()
+        ]
+
+    # -- what our writes did -----------------------------------------------------------
+
+    def remember(self, key: Key, uid: str, applied: Applied, *, wrote_status: bool) -> None:
+        """Keep what applying a Decision did until the watch delivers it."""
+        for job in applied.created:
+            self.created.setdefault(uid, {})[job.name] = job
+            # The watch's ADDED event for it says nothing new: no second decision.
+            self.jobs_seen.setdefault(job.uid, job)
+        if applied.deleted:
+            self.deleted.setdefault(uid, set()).update(applied.deleted)
+        if not applied.stale and applied.schedule is not None and wrote_status:
+            self.written[key] = without_managed_fields(applied.schedule)
+            self.unwritten_since.pop(key, None)
+
+    def reread(self, key: Key, body: Body | None) -> None:
+        """The schedule as read after a conflict (None: it is gone)."""
+        if body is None:
+            self.written.pop(key, None)
+        else:
+            self.written[key] = without_managed_fields(body)
