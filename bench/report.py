@@ -153,7 +153,15 @@ def _short(frame: str) -> str:
 
 
 # Where a sample's time goes, by the first of these frames found on its stack.
+# Frames of the layout since adff5d2 first, then those of the profiles committed before it.
 CATEGORIES = [
+    ("punctual: deciding (deciding.decide)", "decide (punctual/core/deciding.py)"),
+    (
+        "punctual: claim and create requests (firing.Firer.apply)",
+        "Applier.apply (punctual/kube/applying.py)",
+    ),
+    ("punctual: rest of Operator.process", "Reconciler.__call__ (punctual/runtime/"),
+    ("punctual: clock calibration", "calibrate (punctual/runtime/calibrating.py)"),
     ("punctual: deciding (deciding.decide)", "decide (punctual/deciding.py)"),
     (
         "punctual: claim and create requests (firing.Firer.apply)",

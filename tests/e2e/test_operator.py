@@ -170,7 +170,7 @@ def test_every_second_and_every_minute_fire_on_time_exactly_once(
 def test_a_herd_on_one_tick_costs_one_create_and_one_status_write_per_firing(
     crd: Cluster, namespace: str, workdir: Path
 ) -> None:
-    """The claim is written ahead (with the schedule's first status), so at the tick only
+    """The claim is made ahead (with the schedule's first status), so at the tick only
     the creates go out; the Jobs finish within --status-delay, so one status write per
     schedule records them afterwards."""
     if crd.audit_log is None:
@@ -184,12 +184,12 @@ def test_a_herd_on_one_tick_costs_one_create_and_one_status_write_per_firing(
         names = [f"herd-{i:02d}" for i in range(herd)]
         apply(crd, namespace, *(schedule(name, cron, run_ms=200) for name in names))
 
-        def armed() -> bool:
+        def claimed_ahead() -> bool:
             items = get(crd, namespace, "cronschedules")["items"]
             claims = [c for s in items for c in (s.get("status") or {}).get("inFlight", [])]
             return len(claims) == herd
 
-        wait_until(armed, 10, what="every schedule's first status, claiming the tick")
+        wait_until(claimed_ahead, 10, what="every schedule's first status, claiming the tick")
         assert now() < tick - timedelta(seconds=1), "set-up overran the tick; raise the margin"
 
         def recorded() -> bool:
@@ -502,7 +502,7 @@ def test_bad_schedules_are_reported_and_never_stop_the_others(
         ), failed
         assert op.proc.poll() is None, "the operator died"
         # A refused create is settled as Failed, never tried again for the same tick
-        # (also when it went out on a claim written ahead of the tick).
+        # (also when it went out on a claim made ahead of the tick).
         attempts = Counter(
             c.name for c in job_creates(crd, namespace) if c.name.startswith("rejected-")
         )

@@ -509,7 +509,7 @@ CASES = [
     ),
     Case(
         "history 0: a due tick whose Job exists is recorded, not created again",
-        # The claim was lost (a restored status), or written ahead and its status write
+        # The claim was lost (a restored status), or claimed ahead and its status write
         # left for later: the Job is the record. The status write (cursor past the tick)
         # goes first, never deferred, so pruning the Job then cannot bring the tick back.
         spec={"successfulJobsHistoryLimit": 0},
@@ -611,13 +611,13 @@ def test_decide(case: Case) -> None:
     claims = after.get("inFlight", [])
     due_claims = [c for c in claims if parse_iso(c["tick"]) <= case.now]
     assert tuple(c["job"] for c in due_claims) == case.in_flight_after
-    # Beyond the due claims, at most the next tick is claimed ahead (armed).
-    armed = [c["job"] for c in claims if parse_iso(c["tick"]) > case.now]
+    # Beyond the due claims, at most the next tick is claimed ahead.
+    ahead = [c["job"] for c in claims if parse_iso(c["tick"]) > case.now]
     if decision.status is not None:
         upcoming = after.get("nextScheduleTime")
         suspended = condition(after, "Suspended")["status"] == "True"
         expected = [n(parse_iso(upcoming))] if upcoming and not suspended else []
-        assert armed == expected
+        assert ahead == expected
     assert tuple(_firing_key(f) for f in after.get("recentFirings", [])) == case.firings
     expected_cursor = case.cursor if case.cursor_after == "unchanged" else case.cursor_after
     assert after.get("lastScheduledTime") == (
@@ -630,7 +630,7 @@ def test_decide(case: Case) -> None:
             assert create.tick in case.in_flight
     deleted = {d.name for d in (*decision.replace, *decision.prune)}
     assert not deleted & {c.name for c in decision.creates}
-    # A Job is created only on a written claim: one written ahead (armed), or one this
+    # A Job is created only on a written claim: one claimed ahead, or one this
     # decision writes first.
     for create in decision.creates:
         claimed_before = create.name in {c["job"] for c in status.get("inFlight", [])}
@@ -688,7 +688,7 @@ def test_nothing_due_and_status_current_writes_nothing_and_sleeps_until_the_next
     # The claim resolves (one more write), then the status is current.
     second = run(schedule_body(spec, first.status), jobs, now=T0 + 7 * S)
     assert second.status is not None
-    assert [c["job"] for c in second.status["inFlight"]] == [n(T0 + H)]  # armed
+    assert [c["job"] for c in second.status["inFlight"]] == [n(T0 + H)]  # claimed ahead
     assert second.creates == ()
     assert [a["name"] for a in second.status["active"]] == [create.name]
 
@@ -700,7 +700,7 @@ def test_nothing_due_and_status_current_writes_nothing_and_sleeps_until_the_next
         assert not third.writes
         assert third.next_wake == T0 + H
 
-    # The next tick, on time, fires again, on the claim written ahead: no write first.
+    # The next tick, on time, fires again, on the claim claimed ahead: no write first.
     fourth = run(schedule_body(spec, second.status), jobs, now=T0 + H)
     assert [c.name for c in fourth.creates] == [n(T0 + H)]
     assert fourth.deferral is not Deferral.NEVER
@@ -725,7 +725,7 @@ def test_a_recovered_claim_is_stamped_with_this_leaders_epoch_and_not_recorded_t
     # The claim keeps the epoch that decided it; the firing is recorded once.
     assert decision.status["inFlight"] == [
         {"tick": iso(T0), "job": n(T0), "epoch": PREVIOUS_EPOCH},
-        {"tick": iso(T0 + H), "job": n(T0 + H), "epoch": LEADER.epoch},  # armed
+        {"tick": iso(T0 + H), "job": n(T0 + H), "epoch": LEADER.epoch},  # claimed ahead
     ]
     assert [f["job"] for f in decision.status["recentFirings"]] == [n(T0)]
 
@@ -1186,14 +1186,14 @@ def test_seeing_a_claimed_job_only_resolves_the_claim_and_may_wait_for_the_next_
     seen = run(schedule_body(spec, claim.status), [job(T0)], now=T0 + 2 * S)
     assert seen.creates == () and seen.prune == ()
     assert seen.status is not None
-    assert [c["job"] for c in seen.status["inFlight"]] == [n(T0 + H)]  # only the armed one
+    assert [c["job"] for c in seen.status["inFlight"]] == [n(T0 + H)]  # only the one claimed ahead
     assert seen.deferral is Deferral.RESOLVES_CLAIMS_ONLY
 
 
-# -- claims written ahead of their tick (armed) ----------------------------------------
+# -- claims made ahead of their tick (claimed ahead) ----------------------------------
 
 
-def armed_status(spec: Mapping[str, Any]) -> dict[str, Any]:
+def claimed_ahead_status(spec: Mapping[str, Any]) -> dict[str, Any]:
     """T0 fired and succeeded, all recorded; T0 + H claimed ahead by the previous leader."""
     start = status_body(spec, cursor=T0, firings=[(T0, SUCCEEDED)])
     status = settle(spec, [job(T0, DONE)], now=T0 + 10 * M + S, status=start)
@@ -1202,9 +1202,9 @@ def armed_status(spec: Mapping[str, Any]) -> dict[str, Any]:
     return status
 
 
-def test_an_armed_tick_fires_with_only_the_create_and_keeps_the_claim_epoch() -> None:
+def test_a_tick_claimed_ahead_fires_with_only_the_create_and_keeps_the_claim_epoch() -> None:
     spec = spec_body()
-    decision = run(schedule_body(spec, armed_status(spec)), now=T0 + H)
+    decision = run(schedule_body(spec, claimed_ahead_status(spec)), now=T0 + H)
     assert [c.name for c in decision.creates] == [n(T0 + H)]
     assert decision.deferral is not Deferral.NEVER  # the claim is already written
     assert decision.status is not None
@@ -1212,9 +1212,11 @@ def test_an_armed_tick_fires_with_only_the_create_and_keeps_the_claim_epoch() ->
     assert claims == {n(T0 + H): PREVIOUS_EPOCH, n(T0 + 2 * H): LEADER.epoch}
 
 
-def test_an_armed_tick_whose_job_exists_is_recorded_without_a_create() -> None:
+def test_a_tick_claimed_ahead_whose_job_exists_is_recorded_without_a_create() -> None:
     spec = spec_body()
-    decision = run(schedule_body(spec, armed_status(spec)), [job(T0 + H)], now=T0 + H + 3 * S)
+    decision = run(
+        schedule_body(spec, claimed_ahead_status(spec)), [job(T0 + H)], now=T0 + H + 3 * S
+    )
     assert decision.creates == ()
     assert decision.status is not None and decision.deferral is not Deferral.NEVER
     assert decision.status["lastScheduledTime"] == iso(T0 + H)
@@ -1223,10 +1225,10 @@ def test_an_armed_tick_whose_job_exists_is_recorded_without_a_create() -> None:
     assert [c["job"] for c in decision.status["inFlight"]] == [n(T0 + 2 * H)]
 
 
-def test_an_armed_tick_of_an_edited_schedule_never_fires() -> None:
+def test_a_tick_claimed_ahead_of_an_edited_schedule_never_fires() -> None:
     old_spec = spec_body()
     new_spec = spec_body(schedule="30 * * * *")
-    body = schedule_body(new_spec, armed_status(old_spec))
+    body = schedule_body(new_spec, claimed_ahead_status(old_spec))
     for now in (T0 + 10 * M, T0 + H, T0 + H + S):
         decision = run(body, now=now)
         assert n(T0 + H) not in {c.name for c in decision.creates}, now
@@ -1235,26 +1237,26 @@ def test_an_armed_tick_of_an_edited_schedule_never_fires() -> None:
         assert decision.deferral is Deferral.NEVER  # the edit is reported and written at once
 
 
-def test_an_armed_tick_of_a_suspended_schedule_never_fires_and_its_claim_goes() -> None:
+def test_a_tick_claimed_ahead_of_a_suspended_schedule_never_fires_and_its_claim_goes() -> None:
     spec = spec_body(suspend=True)
-    decision = run(schedule_body(spec, armed_status(spec_body())), now=T0 + H)
+    decision = run(schedule_body(spec, claimed_ahead_status(spec_body())), now=T0 + H)
     assert decision.creates == ()
     assert decision.status is not None and decision.status.get("inFlight", []) == []
 
 
-def test_an_armed_tick_past_its_starting_deadline_is_missed_not_fired() -> None:
+def test_a_tick_claimed_ahead_past_its_starting_deadline_is_missed_not_fired() -> None:
     spec = spec_body(startingDeadlineSeconds=60)
-    decision = run(schedule_body(spec, armed_status(spec)), now=T0 + H + 5 * M)
+    decision = run(schedule_body(spec, claimed_ahead_status(spec)), now=T0 + H + 5 * M)
     assert decision.creates == ()
     assert decision.status is not None and decision.deferral is Deferral.NEVER
     assert decision.status["recentFirings"][0]["outcome"] == MISSED.value
     assert n(T0 + H) not in {c["job"] for c in decision.status["inFlight"]}
 
 
-def test_forbid_decides_an_armed_tick_when_it_comes_not_when_it_was_armed() -> None:
+def test_forbid_decides_a_tick_claimed_ahead_when_it_comes_not_when_it_was_claimed() -> None:
     spec = spec_body(concurrencyPolicy="Forbid")
     running = job(T0)  # the previous Job still runs at T0 + H
-    decision = run(schedule_body(spec, armed_status(spec)), [running], now=T0 + H)
+    decision = run(schedule_body(spec, claimed_ahead_status(spec)), [running], now=T0 + H)
     assert decision.creates == ()
     assert decision.status is not None and decision.deferral is Deferral.NEVER
     [skip] = [f for f in decision.status["recentFirings"] if f["tick"] == iso(T0 + H)]
@@ -1262,8 +1264,8 @@ def test_forbid_decides_an_armed_tick_when_it_comes_not_when_it_was_armed() -> N
     assert n(T0 + H) not in {c["job"] for c in decision.status["inFlight"]}
 
 
-def test_an_armed_claim_is_not_a_claim_to_recheck_before_its_tick() -> None:
+def test_a_claim_made_ahead_is_not_a_claim_to_recheck_before_its_tick() -> None:
     spec = spec_body()
-    decision = run(schedule_body(spec, armed_status(spec)), now=T0 + 30 * M)
+    decision = run(schedule_body(spec, claimed_ahead_status(spec)), now=T0 + 30 * M)
     assert decision.creates == ()
     assert decision.next_wake == T0 + H  # not now + IN_FLIGHT_RECHECK

@@ -4,7 +4,7 @@ Why it exists: everything Punctual does to a schedule follows from (the schedule
 last read, its Jobs, the API server's time, the leader's epoch). `decide` is that
 function, pure, so that every policy (missed ticks, concurrency, manual triggers,
 history, in-flight recovery, status and conditions) is tested without a cluster. The
-shell (`firing`) applies a Decision in the order that keeps the invariants:
+shell (`kube.applying`) applies a Decision in the order that keeps the invariants:
 
 1. write `status` with the schedule's resourceVersion as precondition (the claim:
    cursor moved, new ticks recorded in `inFlight`); a 409 means someone else wrote
@@ -303,7 +303,7 @@ def _read(body: Mapping[str, Any], jobs: Sequence[JobSnapshot]) -> _Schedule:
 
 
 def _claimed_ahead(schedule: _Schedule) -> dict[str, InFlightClaim]:
-    """Claims written ahead of their tick: scheduled (not manual) ticks beyond the cursor.
+    """Claims made ahead of their tick: scheduled (not manual) ticks beyond the cursor.
 
     They are not recovered as in-flight claims: their tick is decided with the due
     ticks, under the policy as it is then, and a claim the plan no longer fires goes.
@@ -338,7 +338,7 @@ def _recover_claims(
 def _due(
     schedule: _Schedule, plan: TickPlan, ahead: Mapping[str, InFlightClaim], draft: _Draft
 ) -> list[Candidate]:
-    """4. The due ticks. One whose Job exists was created on its claim written ahead, by
+    """4. The due ticks. One whose Job exists was created on its claim made ahead, by
     a pass whose status write was left for later: it is recorded, not created."""
     due: list[Candidate] = []
     for tick in (d.tick for d in plan.due):
