@@ -1,8 +1,8 @@
-"""The operating subcommands of `punctual`: `run` (the operator) and `trigger`.
+"""The cluster subcommands of `punctual`: `run` (the operator), `trigger` and `history`.
 
 Why it exists: the operator and the commands a user runs against a live cluster share
 one CLI with the schedule-math commands, but not their dependencies; this module adds
-its parsers to `punctual.cli` and imports the heavy parts (kopf, aiohttp) only when
+its parsers to `punctual.cli.main` and imports the heavy parts (kopf, aiohttp) only when
 one of its commands runs. Every `run` flag has an environment variable, so the Helm
 chart configures the operator without a templated command line.
 

@@ -1,11 +1,11 @@
-"""The `punctual` command line: ask the schedule math questions from a shell.
+"""The `punctual` command line: the schedule questions here, the cluster commands beside.
 
 Why it exists: a user should be able to check what a schedule means before
 applying it (`punctual next "0 2 * * *" --timezone Europe/Berlin`,
-`punctual explain ...`), and later trigger, run and inspect schedules from the
-same tool. Each subcommand is a `Command`: a function that adds its parser to
-the subparsers and points it at a handler. `run`, `trigger` and `history` will
-live in their own modules and join `COMMANDS` below.
+`punctual explain ...`), and run, trigger and inspect schedules from the same tool.
+Each subcommand is a `Command`: a function that adds its parser to the subparsers
+and points it at a handler. `next` and `explain` live here; `run`, `trigger` and
+`history` in `cli.cluster`, which imports the heavy parts only when they run.
 
 What it must never do: read the clock other than through the injected `Clock`,
 or print a traceback for bad input. A bad schedule or zone exits with status 2

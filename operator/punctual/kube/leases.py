@@ -187,6 +187,10 @@ class LeaderElector:
         self.changed = asyncio.Event()  # set whenever leadership starts or stops
 
     @property
+    def identity(self) -> str:
+        return self.config.identity
+
+    @property
     def path(self) -> str:
         c = self.config
         return f"/apis/coordination.k8s.io/v1/namespaces/{c.namespace}/leases/{c.name}"

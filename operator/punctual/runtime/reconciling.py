@@ -12,15 +12,15 @@ applier, or act when this replica does not lead.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
+from typing import Any, Protocol
 
 from punctual.clocks import Clock
-from punctual.core.deciding import Leadership, decide
+from punctual.core.deciding import Decision, Leadership, decide
 from punctual.core.deferring import defer
-from punctual.kube.applying import Applier, NotLeader, schedule_path
+from punctual.kube.applying import Applied, NotLeader, schedule_path
 from punctual.kube.client import Api, ApiError, NotFound, Unavailable
-from punctual.kube.leases import LeaderElector
 from punctual.runtime.scheduling import Key
 from punctual.runtime.view import LeaderView
 
@@ -30,14 +30,32 @@ UNAVAILABLE_RETRY = timedelta(seconds=2)
 ATTEMPTS = 3  # one pass, and at most two more after 409 Conflicts
 
 
+class Leading(Protocol):
+    """What a pass needs of the Lease loop (kube.leases.LeaderElector)."""
+
+    @property
+    def epoch(self) -> int | None: ...
+
+    @property
+    def identity(self) -> str: ...
+
+    def is_leader(self) -> bool: ...
+
+
+class Applying(Protocol):
+    """What a pass needs of the applier (kube.applying.Applier)."""
+
+    async def apply(self, schedule: Mapping[str, Any], decision: Decision) -> Applied: ...
+
+
 class Reconciler:
     def __init__(
         self,
         *,
         api: Api,
         view: LeaderView,
-        elector: LeaderElector,
-        applier: Applier,
+        elector: Leading,
+        applier: Applying,
         clock: Clock,
         status_delay: timedelta,
         forget: Callable[[Key], None],
@@ -67,7 +85,7 @@ class Reconciler:
                 body,
                 self.view.jobs(uid),
                 now=self.clock.now(),
-                leadership=Leadership(epoch=epoch, identity=self.elector.config.identity),
+                leadership=Leadership(epoch=epoch, identity=self.elector.identity),
             )
             if decision.status is None:
                 self.view.unwritten_since.pop(key, None)

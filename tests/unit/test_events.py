@@ -1,0 +1,98 @@
+"""The Event queue: posting never blocks firing, a full queue drops the oldest, and a
+failed post is dropped quietly (Events are best effort)."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from punctual.clocks import FixedClock
+from punctual.core.deciding import EventNote
+from punctual.kube.client import ApiError
+from punctual.kube.events import EventRecorder
+
+T0 = datetime(2026, 11, 26, 12, 0, 0, 123456, tzinfo=UTC)
+SCHEDULE = {"metadata": {"namespace": "team", "name": "nightly", "uid": "u-1"}}
+
+
+@dataclass
+class EventSink:
+    sent: list[dict[str, Any]] = field(default_factory=list)
+    refuse: bool = False
+
+    async def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        if self.refuse:
+            raise ApiError(403, "Forbidden", "events are not allowed")
+        self.sent.append({"path": path, **body})
+        return body
+
+    async def get(self, path: str, **params: str) -> dict[str, Any]:
+        raise AssertionError("the recorder only creates")
+
+    async def replace(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        raise AssertionError("the recorder only creates")
+
+    async def delete(self, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        raise AssertionError("the recorder only creates")
+
+
+async def drain(recorder: EventRecorder) -> None:
+    stop = asyncio.Event()
+    task = asyncio.create_task(recorder.run(stop))
+    for _ in range(100):
+        await asyncio.sleep(0)
+    stop.set()
+    await task
+
+
+async def test_posted_notes_are_sent_in_order_about_the_schedule() -> None:
+    sink = EventSink()
+    recorder = EventRecorder(sink, clock=FixedClock(T0))
+    recorder.post(SCHEDULE, EventNote("Normal", "Created", "Created Job nightly-1"))
+    recorder.post(SCHEDULE, EventNote("Warning", "Missed", "1 tick missed"))
+    assert sink.sent == []  # posting never waits on the API server
+    await drain(recorder)
+    assert [e["reason"] for e in sink.sent] == ["Created", "Missed"]
+    first = sink.sent[0]
+    assert first["path"] == "/api/v1/namespaces/team/events"
+    assert first["involvedObject"] == {
+        "apiVersion": "punctual.dev/v1",
+        "kind": "CronSchedule",
+        "name": "nightly",
+        "namespace": "team",
+        "uid": "u-1",
+    }
+    assert first["firstTimestamp"] == "2026-11-26T12:00:00Z"  # Event times are whole seconds
+    assert recorder.posted == 2
+
+
+async def test_a_full_queue_drops_the_oldest_note() -> None:
+    sink = EventSink()
+    recorder = EventRecorder(sink, clock=FixedClock(T0), capacity=2)
+    for i in range(3):
+        recorder.post(SCHEDULE, EventNote("Normal", "Created", f"job {i}"))
+    await drain(recorder)
+    assert [e["message"] for e in sink.sent] == ["job 1", "job 2"]
+    assert recorder.dropped == 1
+
+
+async def test_a_refused_post_is_dropped_and_the_queue_goes_on() -> None:
+    sink = EventSink(refuse=True)
+    recorder = EventRecorder(sink, clock=FixedClock(T0))
+    recorder.post(SCHEDULE, EventNote("Normal", "Created", "job"))
+    await drain(recorder)
+    sink.refuse = False
+    recorder.post(SCHEDULE, EventNote("Normal", "Created", "next"))
+    await drain(recorder)
+    assert [e["message"] for e in sink.sent] == ["next"]
+    assert recorder.posted == 1
+
+
+async def test_a_long_message_is_cut_to_the_api_limit() -> None:
+    sink = EventSink()
+    recorder = EventRecorder(sink, clock=FixedClock(T0))
+    recorder.post(SCHEDULE, EventNote("Warning", "FailedCreate", "x" * 5000))
+    await drain(recorder)
+    assert len(sink.sent[0]["message"]) == 1024

@@ -1,0 +1,220 @@
+"""One pass over one schedule, with fakes of the view's index, the Lease and the applier.
+
+This tests Punctual's own loop: decide, let the status wait if it may, apply,
+remember, and after a 409 re-read and decide again (never retry blindly), at most
+three times. The decisions themselves are `decide`'s (tested in test_deciding); the
+API's answers are tested against the real control plane.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from punctual.clocks import FixedClock
+from punctual.core.deciding import IN_FLIGHT_RECHECK, Decision
+from punctual.core.jobs import JobSnapshot
+from punctual.kube.applying import Applied, NotLeader, schedule_path
+from punctual.kube.client import NotFound, Unavailable
+from punctual.kube.watching import JOBS_INDEX, SCHEDULES_INDEX, pack
+from punctual.runtime.reconciling import UNAVAILABLE_RETRY, Reconciler
+from punctual.runtime.view import LeaderView
+
+from .test_deciding import (
+    DONE,
+    NAME,
+    NAMESPACE,
+    T0,
+    UID,
+    H,
+    claimed_ahead_status,
+    job,
+    n,
+    schedule_body,
+    spec_body,
+)
+
+KEY = (NAMESPACE, NAME)
+DELAY = timedelta(seconds=10)
+
+
+@dataclass
+class FakeLease:
+    leading: bool = True
+    epoch: int | None = 7
+    identity: str = "punctual-0"
+
+    def is_leader(self) -> bool:
+        return self.leading
+
+
+@dataclass
+class FakeApplier:
+    """Records every Decision; answers with scripted outcomes, then plain success."""
+
+    outcomes: list[Applied | Exception] = field(default_factory=list)
+    decisions: list[Decision] = field(default_factory=list)
+
+    async def apply(self, schedule: Any, decision: Decision) -> Applied:
+        self.decisions.append(decision)
+        outcome = self.outcomes.pop(0) if self.outcomes else None
+        if isinstance(outcome, Exception):
+            raise outcome
+        if outcome is not None:
+            return outcome
+        written = {**schedule, "status": decision.status or schedule.get("status")}
+        written["metadata"] = {**schedule["metadata"], "resourceVersion": "4712"}
+        return Applied(schedule=written)
+
+
+@dataclass
+class FakeApi:
+    reads: list[str] = field(default_factory=list)
+    body: dict[str, Any] | None = None
+
+    async def get(self, path: str, **params: str) -> dict[str, Any]:
+        self.reads.append(path)
+        if self.body is None:
+            raise NotFound(404, "NotFound", "gone")
+        return copy.deepcopy(self.body)
+
+    async def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        raise AssertionError("a pass creates only through the applier")
+
+    async def replace(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        raise AssertionError("a pass writes only through the applier")
+
+    async def delete(self, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        raise AssertionError("a pass deletes only through the applier")
+
+
+@dataclass
+class World:
+    body: dict[str, Any]
+    jobs: list[JobSnapshot] = field(default_factory=list)
+    lease: FakeLease = field(default_factory=FakeLease)
+    applier: FakeApplier = field(default_factory=FakeApplier)
+    api: FakeApi = field(default_factory=FakeApi)
+    clock: FixedClock = field(default_factory=lambda: FixedClock(T0))
+    forgotten: list[tuple[str, str]] = field(default_factory=list)
+
+    def index(self, name: str) -> Any:
+        if name == SCHEDULES_INDEX:
+            return {KEY: [pack(self.body)]} if self.body else {}
+        assert name == JOBS_INDEX
+        return {UID: list(self.jobs)}
+
+    def reconciler(self) -> tuple[Reconciler, LeaderView]:
+        view = LeaderView(self.index)
+        reconciler = Reconciler(
+            api=self.api,
+            view=view,
+            elector=self.lease,
+            applier=self.applier,
+            clock=self.clock,
+            status_delay=DELAY,
+            forget=self.forgotten.append,
+        )
+        return reconciler, view
+
+
+def due_now() -> World:
+    """An hourly schedule whose tick T0 is due at T0, never fired before."""
+    return World(schedule_body(spec_body()))
+
+
+async def test_a_due_tick_is_decided_applied_and_remembered() -> None:
+    world = due_now()
+    reconciler, view = world.reconciler()
+    wake = await reconciler(KEY)
+    [decision] = world.applier.decisions
+    assert [c.name for c in decision.creates] == [n(T0)]
+    assert decision.status is not None  # the claim
+    assert wake == T0 + IN_FLIGHT_RECHECK  # until the created Job is seen
+    assert view.schedule(KEY) is not None
+    assert view.written[KEY]["metadata"]["resourceVersion"] == "4712"  # our write, kept
+
+
+async def test_a_replica_that_does_not_lead_does_nothing() -> None:
+    world = due_now()
+    world.lease.leading = False
+    reconciler, _ = world.reconciler()
+    assert await reconciler(KEY) is None
+    assert world.applier.decisions == []
+
+
+async def test_a_lost_claim_is_read_again_and_decided_again_at_most_three_times() -> None:
+    world = due_now()
+    world.applier.outcomes = [Applied(stale=True) for _ in range(3)]
+    world.api.body = world.body
+    reconciler, _ = world.reconciler()
+    wake = await reconciler(KEY)
+    assert len(world.applier.decisions) == 3
+    assert world.api.reads == [schedule_path(*KEY)] * 3
+    assert wake == T0 + UNAVAILABLE_RETRY
+
+
+async def test_after_one_lost_claim_the_fresh_read_is_decided_on() -> None:
+    world = due_now()
+    world.applier.outcomes = [Applied(stale=True)]
+    fresh = copy.deepcopy(world.body)
+    fresh["metadata"]["resourceVersion"] = "5000"
+    world.api.body = fresh
+    reconciler, _ = world.reconciler()
+    await reconciler(KEY)
+    assert len(world.applier.decisions) == 2
+    assert world.api.reads == [schedule_path(*KEY)]
+
+
+async def test_a_schedule_deleted_during_a_conflict_is_left_alone() -> None:
+    world = due_now()
+    world.applier.outcomes = [Applied(stale=True)]
+    world.api.body = None  # the re-read finds it gone
+    reconciler, _ = world.reconciler()
+    assert await reconciler(KEY) is None
+    assert len(world.applier.decisions) == 1
+
+
+async def test_an_unavailable_api_server_means_try_again_soon() -> None:
+    world = due_now()
+    world.applier.outcomes = [Unavailable(503, "ServiceUnavailable", "busy")]
+    reconciler, _ = world.reconciler()
+    assert await reconciler(KEY) == T0 + UNAVAILABLE_RETRY
+
+
+async def test_losing_the_lease_mid_pass_stops_it() -> None:
+    world = due_now()
+    world.applier.outcomes = [NotLeader()]
+    reconciler, _ = world.reconciler()
+    assert await reconciler(KEY) is None
+    assert len(world.applier.decisions) == 1
+
+
+async def test_a_deleted_schedule_is_forgotten_by_the_loop() -> None:
+    world = due_now()
+    world.body = {}
+    reconciler, _ = world.reconciler()
+    assert await reconciler(KEY) is None
+    assert world.forgotten == [KEY]
+
+
+async def test_a_bookkeeping_status_waits_up_to_the_delay_then_is_written() -> None:
+    spec = spec_body()
+    # T0 + H was claimed ahead and its Job exists: recording it is bookkeeping only.
+    world = World(
+        schedule_body(spec, claimed_ahead_status(spec)),
+        jobs=[job(T0, DONE), job(T0 + H)],
+        clock=FixedClock(T0 + H + 3 * timedelta(seconds=1)),
+    )
+    reconciler, view = world.reconciler()
+    wake = await reconciler(KEY)
+    assert world.applier.decisions == []  # nothing to write yet
+    assert view.unwritten_since[KEY] == world.clock.now()
+    assert wake == world.clock.now() + DELAY
+    world.clock.advance(DELAY.total_seconds())
+    await reconciler(KEY)
+    [decision] = world.applier.decisions
+    assert decision.status is not None
+    assert KEY not in view.unwritten_since  # written: nothing left for later
