@@ -16,12 +16,15 @@ listing, so the first schedule event means the Job index is complete: `synced`.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import kopf
+from kopf._core.engines.indexing import OperatorIndexers
+from kopf._core.engines.peering import Identity
 
 from punctual.core.jobs import LABEL_SCHEDULE, LABEL_SCHEDULE_UID, JobSnapshot
 from punctual.kube.client import Credentials
@@ -145,6 +148,39 @@ def _login(registry: kopf.OperatorRegistry, credentials: Credentials) -> None:
             private_key_path=credentials.key_file,
             default_namespace=credentials.namespace,
         )
+
+
+def new_indexers() -> OperatorIndexers:
+    """The store of kopf's indices, which the scheduler reads outside kopf's handlers.
+
+    kopf.operator() accepts it but kopf does not export its type; this is the one place
+    that reaches into kopf's internals for it.
+    """
+    return OperatorIndexers()
+
+
+async def watch(
+    *,
+    registry: kopf.OperatorRegistry,
+    indexers: OperatorIndexers,
+    namespaces: list[str],
+    identity: str,
+    stop_flag: asyncio.Future[None],
+    ready_flag: asyncio.Event,
+) -> None:
+    """kopf's watches and indices until `stop_flag` (all namespaces when none is named)."""
+    await kopf.operator(
+        registry=registry,
+        indexers=indexers,
+        standalone=True,
+        clusterwide=not namespaces,
+        namespaces=namespaces,
+        stop_flag=stop_flag,
+        ready_flag=ready_flag,
+        # Without it kopf asks getpass.getuser(), which raises in an image whose numeric
+        # user has no passwd entry: the process died before watching.
+        identity=Identity(identity),
+    )
 
 
 def quiet_kopf(level: int = logging.WARNING) -> None:

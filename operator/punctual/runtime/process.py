@@ -16,10 +16,7 @@ import logging
 import os
 from datetime import datetime, timedelta
 
-import kopf
 from aiohttp import web
-from kopf._core.engines.indexing import OperatorIndexers
-from kopf._core.engines.peering import Identity
 
 from punctual.clocks import ServerClock
 from punctual.core.jobs import JobSnapshot
@@ -28,7 +25,7 @@ from punctual.kube.client import ApiError, KubeClient, load_credentials
 from punctual.kube.events import EventRecorder
 from punctual.kube.leases import LeaderElector
 from punctual.kube.ratelimiting import RateLimiter
-from punctual.kube.watching import make_registry, quiet_kopf
+from punctual.kube.watching import make_registry, new_indexers, quiet_kopf, watch
 from punctual.metrics import Metrics, serve
 from punctual.runtime.calibrating import calibrate
 from punctual.runtime.logs import configure_logging
@@ -61,9 +58,7 @@ class Operator:
         lease_namespace = options.lease_namespace or api.credentials.namespace
         self.elector = LeaderElector(api, options.lease_config(lease_namespace), clock=clock)
         self.events = EventRecorder(api, clock=clock)
-        # kopf.operator() accepts the indexers but does not export their type; holding them
-        # is how the scheduler reads the indices outside kopf's handlers.
-        self.indexers = OperatorIndexers()
+        self.indexers = new_indexers()  # kopf's indices, read by the scheduler too
         self.view = LeaderView(lambda name: self.indexers.indices.get(name, {}))
         self.loop = SchedulerLoop(self._reconcile, clock=clock, workers=options.workers)
         self.reconciler = Reconciler(
@@ -201,17 +196,13 @@ class Operator:
 
     async def _watch(self, stop: asyncio.Event, kopf_stop: asyncio.Future[None]) -> None:
         """kopf's watches and indices, until `kopf_stop`."""
-        await kopf.operator(
+        await watch(
             registry=self.registry,
             indexers=self.indexers,
-            standalone=True,
-            clusterwide=not self.options.namespaces,
             namespaces=self.options.namespaces,
+            identity=self.elector.identity,
             stop_flag=kopf_stop,
             ready_flag=self.watching,
-            # Without it kopf asks getpass.getuser(), which raises in an image whose
-            # numeric user has no passwd entry: the process died before watching.
-            identity=Identity(self.elector.config.identity),
         )
         # kopf returns only when told to stop: by us, or by a signal that reached its
         # handlers before `_take_back_signals` made them ours again.
