@@ -55,13 +55,15 @@ FAST_LEASE = ("--lease-duration", "6", "--renew-deadline", "4", "--retry-period"
 LEADER = "punctual.dev/leader"  # the annotation naming the replica that created a Job
 
 # What the leader writes, as (verb, resource, subresource) in the audit log: the Lease, the
-# fenced status claim, the Job per tick, and history clean-up.
+# fenced status claim, the Job per tick, and history clean-up (a delete, then the patch
+# that removes Punctual's finalizer).
 WRITES = {
     ("create", "leases", None),
     ("update", "leases", None),
     ("update", "cronschedules", "status"),
     ("create", "jobs", None),
     ("delete", "jobs", None),
+    ("patch", "jobs", None),
 }
 
 

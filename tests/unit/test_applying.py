@@ -63,6 +63,9 @@ class RecordingApi:
     async def delete(self, path: str, body: Body | None = None) -> Body:
         return await self._answer("delete", path, body)
 
+    async def patch(self, path: str, body: Any, *, content_type: str = "") -> Body:
+        return await self._answer("patch", path, body)
+
 
 def schedule() -> Body:
     return {

@@ -37,6 +37,9 @@ class EventSink:
     async def delete(self, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
         raise AssertionError("the recorder only creates")
 
+    async def patch(self, path: str, body: Any, *, content_type: str = "") -> dict[str, Any]:
+        raise AssertionError("the recorder only creates")
+
 
 async def drain(recorder: EventRecorder) -> None:
     stop = asyncio.Event()

@@ -56,6 +56,11 @@ class FakeApplier:
 
     outcomes: list[Applied | Exception] = field(default_factory=list)
     decisions: list[Decision] = field(default_factory=list)
+    released: list[tuple[str, str, str]] = field(default_factory=list)
+
+    async def release(self, namespace: str, name: str, uid: str, applied: Applied) -> None:
+        self.released.append((namespace, name, uid))
+        applied.released.append(name)
 
     async def apply(self, schedule: Any, decision: Decision) -> Applied:
         self.decisions.append(decision)
@@ -88,6 +93,9 @@ class FakeApi:
 
     async def delete(self, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
         raise AssertionError("a pass deletes only through the applier")
+
+    async def patch(self, path: str, body: Any, *, content_type: str = "") -> dict[str, Any]:
+        raise AssertionError("a pass patches only through the applier")
 
 
 @dataclass
@@ -218,3 +226,26 @@ async def test_a_bookkeeping_status_waits_up_to_the_delay_then_is_written() -> N
     [decision] = world.applier.decisions
     assert decision.status is not None
     assert KEY not in view.unwritten_since  # written: nothing left for later
+
+
+async def test_a_deleted_schedules_held_jobs_are_released_so_they_can_go() -> None:
+    world = due_now()
+    held = JobSnapshot(
+        name=n(T0),
+        uid="job-uid",
+        schedule_uid=UID,
+        tick=T0,
+        state=DONE,
+        held=True,
+        namespace=NAMESPACE,
+        schedule=NAME,
+    )
+    world.jobs = [held, job(T0 - H, DONE)]  # the second predates the finalizer
+    reconciler, view = world.reconciler()
+    await reconciler(KEY)  # seen once: its uid is known
+    world.body = {}  # then deleted
+    world.applier.decisions.clear()
+    assert await reconciler(KEY) is None
+    assert world.applier.released == [(NAMESPACE, n(T0), "job-uid")]
+    assert world.applier.decisions == []
+    assert view.uids == {}

@@ -110,10 +110,12 @@ job="{{ include "punctual.metricsServiceName" . }}"
   resources: [cronschedules/finalizers]
   verbs: [update]
 # Watched by every replica; the leader creates one per tick, reads one back on 409
-# AlreadyExists, and deletes them for history limits and concurrencyPolicy Replace.
+# AlreadyExists, deletes them for history limits and concurrencyPolicy Replace, and
+# patches one to remove its punctual.dev/record-firing finalizer once its firing is
+# recorded (the finalizer keeps a Job from vanishing before that).
 - apiGroups: [batch]
   resources: [jobs]
-  verbs: [get, list, watch, create, delete]
+  verbs: [get, list, watch, create, delete, patch]
 # An Event for every decision (Created, Skipped, Missed, Replaced, ...).
 - apiGroups: [""]
   resources: [events]

@@ -94,6 +94,16 @@ class JobToDelete:
     name: str
     uid: str
     reason: str
+    held: bool = False  # it carries our finalizer: released right after the delete
+
+
+@dataclass(frozen=True, slots=True)
+class JobToRelease:
+    """A Job held by our finalizer, being deleted, whose firing the written status records
+    (or will, once this Decision's status is written): its finalizer may go."""
+
+    name: str
+    uid: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +114,7 @@ class Decision:
     replace: tuple[JobToDelete, ...] = ()
     creates: tuple[JobToCreate, ...] = ()
     prune: tuple[JobToDelete, ...] = ()
+    release: tuple[JobToRelease, ...] = ()
     events: tuple[EventNote, ...] = ()
     next_wake: datetime | None = None
     # When and how the status write may wait for a later one (see `deferring`).
@@ -118,7 +129,9 @@ class Decision:
 
     @property
     def writes(self) -> bool:
-        return bool(self.status is not None or self.replace or self.creates or self.prune)
+        return bool(
+            self.status is not None or self.replace or self.creates or self.prune or self.release
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,6 +264,9 @@ def _decide_firings(
     )
     new_status = dump_status(new)
     deferral = _deferral(schedule, plan, draft, new_status, in_flight, ahead, fresh, replace, prune)
+    release, release_needs_status = _release(schedule)
+    if release_needs_status:
+        deferral = Deferral.NEVER
     return Decision(
         status=None if new_status == dump_status(old) else new_status,
         deferral=deferral,
@@ -259,12 +275,24 @@ def _decide_firings(
             _job_to_create(body, c, spec, leadership, uid=schedule.uid, now=now) for c in creates
         ),
         prune=tuple(prune),
+        release=tuple(release),
         events=tuple(draft.events),
         missed=sum(f.count for f in plan.missed),
         skipped=_skip_counts(plan, draft),
         newly_failed=_newly_failed(old.recent_firings, history),
         next_wake=_next_wake(plan, in_flight, now),  # 10.
     )
+
+
+def _release(schedule: _Schedule) -> tuple[list[JobToRelease], bool]:
+    """Held Jobs that are being deleted (by a person, a TTL, garbage collection): their
+    finalizer goes once their firing is recorded in the written status. True when one of
+    them is still in flight as written: this decision's status, which resolves that
+    claim (the Job is seen), must be written first."""
+    going = [j for j in schedule.ours if j.held and j.deleting]
+    written_claims = {c.job for c in schedule.old.in_flight}
+    release = [JobToRelease(j.name, j.uid) for j in going]
+    return release, any(j.name in written_claims for j in going)
 
 
 def _skip_counts(plan: TickPlan, draft: _Draft) -> tuple[tuple[str, int], ...]:
@@ -622,7 +650,7 @@ def _apply_concurrency(
     for candidate in fresh:
         if candidate.job != newest.job:
             _record_skip(draft, candidate, f"concurrencyPolicy Replace: superseded by {newest.job}")
-    replace = [JobToDelete(j.name, j.uid, f"replaced by {newest.job}") for j in live]
+    replace = [JobToDelete(j.name, j.uid, f"replaced by {newest.job}", j.held) for j in live]
     for job in replace:
         draft.events.append(
             EventNote("Normal", "Replaced", f"Deleting Job {job.name}: {job.reason}")
@@ -677,7 +705,9 @@ def _prune(
             reverse=True,
         )
         prune += [
-            JobToDelete(j.name, j.uid, f"beyond {state.value.lower()} history limit {limit}")
+            JobToDelete(
+                j.name, j.uid, f"beyond {state.value.lower()} history limit {limit}", j.held
+            )
             for j in done[limit:]
             if j.name not in keep
         ]

@@ -6,6 +6,12 @@ name never adopts old Jobs), and its annotations carry the tick and the epoch of
 leader that created it. Reading a Job back (`JobSnapshot`) reduces the API's shape to
 the few facts the decisions need: which tick, still running or finished, and when.
 
+Every Job carries the finalizer `punctual.dev/record-firing`: whoever deletes it (a
+person, ttlSecondsAfterFinished, history clean-up, garbage collection), it stays until
+Punctual has recorded its firing in the schedule's written status and removed the
+finalizer. A new leader therefore always sees the Job of a claim still in flight, and
+never creates it twice.
+
 What it must never do: talk to the API server or read the clock.
 """
 
@@ -28,6 +34,8 @@ ANNOTATION_TICK: Final = f"{GROUP}/tick"
 ANNOTATION_EPOCH: Final = f"{GROUP}/epoch"
 ANNOTATION_LEADER: Final = f"{GROUP}/leader"
 ANNOTATION_TRIGGER: Final = f"{GROUP}/trigger"  # on a Job: the manual request it answers
+# Holds a Job until its firing is recorded in the written status (see the module docstring).
+FINALIZER: Final = f"{GROUP}/record-firing"
 
 
 class JobState(StrEnum):
@@ -48,7 +56,10 @@ class JobSnapshot:
     created: datetime | None = None
     finished_at: datetime | None = None
     trigger: str | None = None
-    deleting: bool = False
+    deleting: bool = False  # a deletion has begun (deletionTimestamp, or ours in flight)
+    held: bool = False  # it carries our finalizer: it stays until we release it
+    namespace: str = ""
+    schedule: str = ""  # the schedule's name (label), to find it when it is gone
 
     @property
     def active(self) -> bool:
@@ -71,6 +82,9 @@ class JobSnapshot:
             finished_at=finished_at,
             trigger=annotations.get(ANNOTATION_TRIGGER),
             deleting=bool(meta.get("deletionTimestamp")),
+            held=FINALIZER in (meta.get("finalizers") or ()),
+            namespace=str(meta.get("namespace", "")),
+            schedule=str(labels.get(LABEL_SCHEDULE, "")),
         )
 
 
@@ -135,6 +149,7 @@ def build_job(
             "namespace": meta["namespace"],
             "labels": labels,
             "annotations": annotations,
+            "finalizers": [*(template_meta.get("finalizers") or []), FINALIZER],
             "ownerReferences": [
                 {
                     "apiVersion": f"{GROUP}/v1",

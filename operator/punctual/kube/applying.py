@@ -27,14 +27,16 @@ from typing import Any
 
 from punctual.clocks import Clock
 from punctual.core.deciding import Decision, EventNote, JobToCreate, JobToDelete
-from punctual.core.jobs import JobSnapshot, owned_by
+from punctual.core.jobs import FINALIZER, JobSnapshot, owned_by
 from punctual.core.settling import settle_failures
 from punctual.core.times import format_time
 from punctual.kube.client import (
+    STRATEGIC_MERGE_PATCH,
     AlreadyExists,
     Api,
     ApiError,
     Conflict,
+    Invalid,
     NotFound,
     Unavailable,
 )
@@ -65,6 +67,7 @@ class Applied:
     failed: dict[str, str] = field(default_factory=dict)  # job name -> why, for good
     pending: list[str] = field(default_factory=list)  # transient failure: still in flight
     deleted: list[str] = field(default_factory=list)
+    released: list[str] = field(default_factory=list)  # our finalizer removed
 
 
 def schedule_path(namespace: str, name: str) -> str:
@@ -126,7 +129,10 @@ class Applier:
         # 4. History clean-up.
         for job in decision.prune:
             await self._delete(namespace, job, applied)
-        # 5. Events, best effort and off the firing path.
+        # 5. Jobs being deleted whose firing the written status now records: let them go.
+        for held in decision.release:
+            await self.release(namespace, held.name, held.uid, applied)
+        # 6. Events, best effort and off the firing path.
         self._report(schedule, decision, applied)
         return applied
 
@@ -254,6 +260,7 @@ class Applier:
             logger.warning("recording failed creates: %s", error)
 
     async def _delete(self, namespace: str, job: JobToDelete, applied: Applied) -> None:
+        """Delete a Job (Replace, history); a held one is released right after, so it goes."""
         await self._guard()
         try:
             await self.api.delete(
@@ -267,6 +274,23 @@ class Applier:
             )
             applied.deleted.append(job.name)
         except (NotFound, Conflict):
-            pass  # already gone, or a different Job now has the name
+            return  # already gone, or a different Job now has the name
         except ApiError as error:
             logger.warning("deleting Job %s/%s (%s): %s", namespace, job.name, job.reason, error)
+            return
+        if job.held:
+            await self.release(namespace, job.name, job.uid, applied)
+
+    async def release(self, namespace: str, name: str, uid: str, applied: Applied) -> None:
+        """Remove our finalizer from a Job (only ours, only from that uid's Job)."""
+        await self._guard()
+        patch = {"metadata": {"uid": uid, "$deleteFromPrimitiveList/finalizers": [FINALIZER]}}
+        try:
+            await self.api.patch(
+                f"{jobs_path(namespace)}/{name}", patch, content_type=STRATEGIC_MERGE_PATCH
+            )
+            applied.released.append(name)
+        except (NotFound, Conflict, Invalid):
+            pass  # gone already, or another Job has the name now (its uid differs: 422)
+        except ApiError as error:
+            logger.warning("releasing Job %s/%s: %s", namespace, name, error)

@@ -178,6 +178,7 @@ def load_credentials(kubeconfig: str | None = None) -> Credentials:
 
 
 MERGE_PATCH = "application/merge-patch+json"
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 
 
 class Api(Protocol):
@@ -195,6 +196,8 @@ class Api(Protocol):
     async def replace(self, path: str, body: Body) -> Body: ...
 
     async def delete(self, path: str, body: Body | None = None) -> Body: ...
+
+    async def patch(self, path: str, body: Any, *, content_type: str = MERGE_PATCH) -> Body: ...
 
 
 class KubeClient:

@@ -113,6 +113,8 @@ class Operator:
             if leading:
                 self.view.clear()
                 self.notify_all()
+                if self.synced.is_set():
+                    await self.reconciler.sweep()
             changed = asyncio.ensure_future(self.elector.changed.wait())
             stopper = asyncio.ensure_future(stop.wait())
             await asyncio.wait(

@@ -47,6 +47,8 @@ class Applying(Protocol):
 
     async def apply(self, schedule: Mapping[str, Any], decision: Decision) -> Applied: ...
 
+    async def release(self, namespace: str, name: str, uid: str, applied: Applied) -> None: ...
+
 
 class Reconciler:
     def __init__(
@@ -76,6 +78,9 @@ class Reconciler:
             body = self.view.schedule(key)
             if body is None:
                 self.forget(key)
+                uid = self.view.forget_schedule(key)
+                if uid is not None:
+                    await self._release_all(uid)
                 return None
             epoch = self.elector.epoch
             if epoch is None:
@@ -122,6 +127,39 @@ class Reconciler:
                 logger.warning("%s/%s: re-reading after a conflict: %s", *key, error)
                 return self._later()
         return self._later()
+
+    async def _release_all(self, uid: str) -> None:
+        """A deleted schedule's Jobs: no claim of it is left to protect, so none is held
+        (garbage collection can then delete them)."""
+        applied = Applied()
+        try:
+            for job in self.view.jobs(uid):
+                if job.held:
+                    await self.applier.release(job.namespace, job.name, job.uid, applied)
+        except NotLeader:
+            return
+        if applied.released:
+            logger.info("released %d Jobs of a deleted schedule", len(applied.released))
+
+    async def sweep(self) -> None:
+        """Release the held Jobs of schedules that are gone (deleted while no leader ran,
+        or before this leader saw them): checked against the API server first, since
+        the index may not have every schedule yet."""
+        known = self.view.schedule_uids()
+        for uid, jobs in self.view.held_jobs().items():
+            if uid in known:
+                continue
+            job = jobs[0]
+            try:
+                body = await self.api.get(schedule_path(job.namespace, job.schedule))
+                if body.get("metadata", {}).get("uid") == uid:
+                    continue  # it exists: the index has not caught up
+            except NotFound:
+                pass
+            except ApiError as error:
+                logger.warning("sweeping Jobs of %s/%s: %s", job.namespace, job.schedule, error)
+                continue
+            await self._release_all(uid)
 
     def _later(self) -> datetime:
         return self.clock.now() + UNAVAILABLE_RETRY

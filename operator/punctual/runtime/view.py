@@ -41,6 +41,8 @@ class LeaderView:
         self.written: dict[Key, Body] = {}  # the schedule as our last write returned it
         self.created: dict[str, dict[str, JobSnapshot]] = {}  # schedule uid -> name -> Job
         self.deleted: dict[str, set[str]] = {}  # schedule uid -> names being deleted
+        self.released: dict[str, set[str]] = {}  # schedule uid -> names we released
+        self.uids: dict[Key, str] = {}  # the uid each schedule had when last seen
         self.jobs_seen: dict[str, JobSnapshot] = {}  # Job uid -> what decisions read of it
         self.unwritten_since: dict[Key, datetime] = {}  # status changes left for later
 
@@ -50,6 +52,7 @@ class LeaderView:
         self.unwritten_since.clear()
         self.created.clear()
         self.deleted.clear()
+        self.released.clear()
 
     def schedule_keys(self) -> list[Key]:
         return list(self._index(SCHEDULES_INDEX))
@@ -89,6 +92,7 @@ class LeaderView:
         if watched is None:
             self.written.pop(key, None)
             return None
+        self.uids[key] = watched["metadata"]["uid"]
         same = ours is not None and ours["metadata"].get("uid") == watched["metadata"].get("uid")
         if same and _resource_version(ours) > _resource_version(watched):
             return ours
@@ -101,12 +105,38 @@ class LeaderView:
         mine = self.created.get(uid, {})
         for name in [n for n in mine if n in seen]:
             del mine[name]  # the watch caught up
+        # Forget our deletes and releases once the watch shows them (or the Job gone).
         gone = self.deleted.get(uid, set())
-        gone &= set(seen)  # forget deletes the watch has delivered
+        gone &= {n for n, j in seen.items() if not j.deleting}
+        let_go = self.released.get(uid, set())
+        let_go &= {n for n, j in seen.items() if j.held}
         jobs = {**mine, **seen}
         return [
-            dataclasses.replace(j, deleting=True) if j.name in gone else j for j in jobs.values()
+            dataclasses.replace(
+                j, deleting=j.deleting or j.name in gone, held=j.held and j.name not in let_go
+            )
+            for j in jobs.values()
         ]
+
+    def schedule_uids(self) -> set[str]:
+        """The uids of every schedule in the index (parses each: for sweeps, not passes)."""
+        index = self._index(SCHEDULES_INDEX)
+        return {unpack(p)["metadata"]["uid"] for store in index.values() for p in store}
+
+    def held_jobs(self) -> dict[str, list[JobSnapshot]]:
+        """Jobs that carry our finalizer, by their schedule's uid."""
+        held: dict[str, list[JobSnapshot]] = {}
+        for uid, store in self._index(JOBS_INDEX).items():
+            jobs = [j for j in store if j.held]
+            if jobs:
+                held[uid] = jobs
+        return held
+
+    def forget_schedule(self, key: Key) -> str | None:
+        """The schedule is gone: forget it; returns the uid it had, if known."""
+        self.written.pop(key, None)
+        self.unwritten_since.pop(key, None)
+        return self.uids.pop(key, None)
 
     # -- what our writes did -----------------------------------------------------------
 
@@ -118,6 +148,8 @@ class LeaderView:
             self.jobs_seen.setdefault(job.uid, job)
         if applied.deleted:
             self.deleted.setdefault(uid, set()).update(applied.deleted)
+        if applied.released:
+            self.released.setdefault(uid, set()).update(applied.released)
         if not applied.stale and applied.schedule is not None and wrote_status:
             self.written[key] = without_managed_fields(applied.schedule)
             self.unwritten_since.pop(key, None)

@@ -10,23 +10,49 @@ What it must never do: read the clock, talk to the API server, know of the
 CronSchedule resource, report bad user input any other way than by raising
 `ScheduleError`, or loop without a bound.
 
-The rules it implements (see DESIGN.md, "Semantics to get right"):
+The rules it implements (see DESIGN.md, "Semantics to get right"), those of
+cronie (`src/entry.c` for the fields, `src/cron.c` for matching and daylight
+saving) plus a few extensions:
 
 * 5 fields (minute hour day-of-month month day-of-week), or 6 with a leading
   seconds field; the macros @yearly @annually @monthly @weekly @daily @midnight
-  @hourly; `?` for "any" in the day fields; `L` (last day) in day-of-month; `H`,
-  `H/n`, `H(a-b)` and `H(a-b)/n` hashed by the schedule's uid. `R` (random), `#`
-  (nth weekday) and `W` (nearest weekday) are rejected: they are either not
-  deterministic or not covered by the tick counter and its tests.
-* Day-of-month and day-of-week: when both are restricted (neither covers every
-  value) a day matches if either matches; otherwise both must match (Vixie cron).
-* Daylight saving, as in Vixie cron/cronie. The hour field is "periodic" when it
-  starts with `*` or `H/` (`*`, `*/2`, `H/3`) and "fixed" otherwise (`2`, `1-5`,
-  `H`). On a fall-back day a fixed-hour schedule runs once, at the first
-  occurrence of a repeated wall time; a periodic one runs at every real
-  occurrence (both 01:30s). A wall time that does not exist on a spring-forward
-  day runs once at the first instant after the gap when the hour is fixed, and is
-  skipped when the hour is periodic.
+  @hourly (@reboot and @every are refused). Fields are separated by ASCII blanks
+  and read as ASCII: other digits (Arabic-Indic, fullwidth) are not numbers.
+* A field is a list of items; an item is `*`, `a` or `a-b`, each with an optional
+  `/n` (n > 0; a step wider than the range leaves its first value). Month and
+  day-of-week take three-letter names; day-of-week takes 0-7 (0 and 7 are Sunday).
+  A one-value range `5-5` is `{5}`; a reversed range `5-1` is refused; a list
+  containing `*` (`*,5`) is the whole field. Extension: `a/n` means `a-max/n`
+  (for day-of-week, `a-6/n`, as croniter read it).
+* Day-of-month and day-of-week: when either field's text starts with `*` (`*`,
+  `*/2`, `*,5`; `?` counts as `*`, and is allowed only as a whole day field), a
+  date must match both; otherwise it must match either. So `0 0 1-31 * 5` runs
+  every day, `0 0 */2 * 5` on odd-numbered Fridays and `0 0 */100,1-7 * 1` on the
+  first Monday of the month.
+* Extensions in day-of-month (Quartz, cronsim): `L` the last day, `L-n` n days
+  before it (0..30; L-2 of a 31-day month is the 29th; a day before the 1st does
+  not exist), `LW` the last Monday-to-Friday, `nW` the Monday-to-Friday nearest day
+  n, never leaving the month (1W on Saturday the 1st is Monday the 3rd, 31W on
+  Sunday the 31st is Friday the 29th); a month without day n (30W in February) has
+  no such day. In day-of-week: `dL` the last weekday d of the month (`5L`, `FRIL`),
+  `d#n` the n-th (n 1..5; `1#2`, `MON#2`; a month without a fifth has none). They
+  are values of their field like any other: they take no step and no range, may
+  share a list with plain values, and combine by the rule above (`0 0 L * 5` runs
+  on the last day and on every Friday; `0 0 ? * 5L` or `0 0 * * 5L` on the last
+  Friday only). Day fields that no date of the allowed months can match
+  (`0 0 30 2 *`, `0 0 30W 2 *`) are refused.
+* `H`, `H/n`, `H(a-b)` and `H(a-b)/n`, as a whole field, pick values from the
+  schedule's uid exactly as croniter 7 did (crc32 of the uid; day-of-week H picks
+  from 0-6). `R` (random) is refused: it is not deterministic.
+* Daylight saving, as in cronie: a schedule is "wildcard" when its minute or hour
+  field starts with `*` (cronie's MIN_STAR | HR_STAR) or with `H/`; otherwise it is
+  "fixed". In 6-field expressions the seconds field never makes a schedule wildcard
+  (`*/10 30 2 * * *` is fixed: the seconds of 02:30 run once on a fall-back day).
+  On a fall-back day a fixed schedule runs once per wall time, at its first
+  occurrence; a wildcard one at every real occurrence (both 01:30s). Wall times that
+  do not exist on a spring-forward day run a fixed schedule once, at the first
+  instant after the gap (however many of its times the gap held), and are skipped
+  by a wildcard one.
 * Ticks are whole-second UTC instants.
 
 What croniter 7.0.0 does on those days (pinned by tests/unit/test_croniter_findings.py,
@@ -34,19 +60,20 @@ in America/New_York, Europe/Berlin and Australia/Lord_Howe): a spring-forward ga
 is right for a `*` hour (skipped) and for a fixed hour (moved to the end of the
 gap), but a stepped hour such as `*/2` is moved as if it were fixed; on fall-back
 days it runs fixed-hour schedules at both occurrences; and across a 30-minute
-fall-back (Lord_Howe) it can skip real second occurrences of a `*` hour. So
-croniter only parses and expands expressions here (names, ranges, steps, `H`);
-ticks come from a per-day model of our own: each local day cut where the UTC
-offset changes, with the expanded fields as sorted lists. The same model counts
-ticks arithmetically, so a year of every-second ticks costs a few milliseconds, and
-next/previous tick cost a few microseconds on an ordinary day. Ticks exist from
-1970 to the year 9000; outside that window there are none (Job names use Unix
-seconds, and datetime stops at the year 9999).
+fall-back (Lord_Howe) it can skip real second occurrences of a `*` hour. It also
+reads `5-5` as the whole field and fails on `*,5`. So croniter is not used at all:
+`parsing` reads the text, and ticks come from a per-day model of our own: each local
+day cut where the UTC offset changes, the time fields as sorted lists, and each
+month's matching days from a table per month shape (weekday of the 1st, length). The
+same model counts ticks arithmetically, so a year of every-second ticks costs a few
+milliseconds, and next/previous tick cost a few microseconds on an ordinary day.
+Ticks exist from 1970 to the year 9000; outside that window there are none (Job
+names use Unix seconds, and datetime stops at the year 9999).
 
 Known limit: a local day is assumed to hold at most a few offset changes and not to
 be re-entered after midnight by a fall-back that crosses midnight. tzdata has had
 no such transition since 2011 (Canadian zones used 00:01 changes until 2010); on
-such historical days, counting can be off for periodic-hour schedules.
+such historical days, counting can be off for wildcard schedules.
 """
 
 from punctual.core.schedules.explaining import describe, explain
@@ -55,6 +82,7 @@ from punctual.core.schedules.parsing import (
     MONTH_NAMES,
     WEEKDAY_NAMES,
     CronFields,
+    DayRule,
     ScheduleError,
     SpecField,
     parse_fields,
@@ -75,6 +103,7 @@ __all__ = [
     "WEEKDAY_NAMES",
     "CronFields",
     "CronTicks",
+    "DayRule",
     "OneShot",
     "ScheduleError",
     "SpecField",

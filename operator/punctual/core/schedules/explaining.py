@@ -8,7 +8,14 @@ What it must never do: decide anything; it only words what parsing expanded.
 
 from __future__ import annotations
 
-from punctual.core.schedules.parsing import MONTH_NAMES, WEEKDAY_NAMES, CronFields, join_words
+from punctual.core.schedules.parsing import (
+    MONTH_NAMES,
+    WEEKDAY_NAMES,
+    CronFields,
+    DayRule,
+    join_words,
+    ordinal_word,
+)
 from punctual.core.schedules.ticks import parse_schedule
 
 
@@ -82,36 +89,68 @@ def _cycle_text(values: tuple[int, ...], high: int, unit: str) -> str:
 
 
 def _day_part(fields: CronFields) -> str:
-    day_text = weekday_text = ""
-    if fields.days_restricted:
-        days = sorted(fields.days)
-        label = "day" if len(days) == 1 else "days"
-        if days and fields.last_day:
-            day_text = f"on {label} {_values_text(days)} and the last day of the month"
-        elif days:
-            day_text = f"on {label} {_values_text(days)} of the month"
-        else:
-            day_text = "on the last day of the month"
-    if fields.weekdays_restricted:
-        weekday_text = f"on {_values_text(sorted(fields.weekdays), WEEKDAY_NAMES)}"
-    if day_text and weekday_text:
-        return f"{day_text} or {weekday_text}"
-    return day_text or weekday_text
+    """The days, under cronie's rule: both day fields must match when either starts
+    with `*` or `?`, and either may match otherwise (then one that matches every
+    date makes every date match)."""
+    rule = fields.day_rule
+    day_text = "" if rule.all_days else _month_days_text(rule)
+    weekday_text = "" if rule.all_weekdays else _weekdays_text(rule, "and")
+    if rule.both:
+        if day_text and weekday_text:
+            return f"{day_text}, but only on {_weekdays_text(rule, 'or')}"
+        if weekday_text:
+            return f"on {weekday_text}"
+        return day_text
+    if not day_text or not weekday_text:
+        return ""  # one field matches every date, so every date matches
+    return f"{day_text} or on {weekday_text}"
 
 
-def _values_text(values: tuple[int, ...] | list[int], names: tuple[str, ...] = ()) -> str:
+def _month_days_text(rule: DayRule) -> str:
+    """ "on days 1 and 15, the last weekday and the weekday nearest day 20 of the month"."""
+    items: list[str] = []
+    if rule.days:
+        label = "day" if len(rule.days) == 1 else "days"
+        items.append(f"{label} {_values_text(sorted(rule.days))}")
+    items.extend(
+        "the last day" if offset == 0 else f"the {ordinal_word(offset + 1)}-to-last day"
+        for offset in sorted(rule.last_offsets)
+    )
+    if rule.last_weekday:
+        items.append("the last weekday")
+    items.extend(f"the weekday nearest day {day}" for day in sorted(rule.nearest))
+    return f"on {join_words(items)} of the month"
+
+
+def _weekdays_text(rule: DayRule, last: str) -> str:
+    """ "Monday through Friday", "the last Friday and the second Monday of the month"."""
+    items: list[str] = []
+    if rule.weekdays:
+        items.append(_values_text(sorted(rule.weekdays), WEEKDAY_NAMES, last))
+    items.extend(f"the last {WEEKDAY_NAMES[day]}" for day in sorted(rule.last_weekdays))
+    items.extend(
+        f"the {ordinal_word(number)} {WEEKDAY_NAMES[day]}"
+        for day, number in sorted(rule.nth_weekdays, key=lambda pair: (pair[1], pair[0]))
+    )
+    text = join_words(items, last)
+    return f"{text} of the month" if rule.last_weekdays or rule.nth_weekdays else text
+
+
+def _values_text(
+    values: tuple[int, ...] | list[int], names: tuple[str, ...] = (), last: str = "and"
+) -> str:
     """ "1, 3 and 5", "Monday through Friday": runs of three or more become ranges."""
 
     def name(value: int) -> str:
         return names[value] if names else str(value)
 
     items: list[str] = []
-    for first, last in _runs(values):
-        if last - first >= 2:
-            items.append(f"{name(first)} through {name(last)}")
+    for first, stop in _runs(values):
+        if stop - first >= 2:
+            items.append(f"{name(first)} through {name(stop)}")
         else:
-            items.extend(name(v) for v in range(first, last + 1))
-    return join_words(items)
+            items.extend(name(v) for v in range(first, stop + 1))
+    return join_words(items, last)
 
 
 def _runs(values: tuple[int, ...] | list[int]) -> list[tuple[int, int]]:

@@ -2,7 +2,11 @@
 
 Why it exists: every other part of the schedule math works on `CronFields`, the
 validated and expanded form of an expression; this module is the one place that
-reads the text, with croniter underneath for names, ranges, steps and `H`.
+reads the text. It follows cronie's grammar (`src/entry.c`: lists, ranges, steps,
+names) with the extensions listed in `punctual.core.schedules`, and expands `H`
+fields exactly as croniter 7 did, byte for byte (Job names of existing schedules
+depend on those values; tests/unit/test_cron_hashing.py compares the two over many
+uids), without calling croniter.
 
 What it must never do: accept an expression it cannot explain, report bad input any
 other way than by raising `ScheduleError` (whose message names the field), or know
@@ -13,14 +17,13 @@ from __future__ import annotations
 
 import calendar
 import re
+import zlib
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date
 from functools import lru_cache
 from typing import Final, Literal
-
-from croniter import CroniterError, croniter
 
 SpecField = Literal["schedule", "runAt", "timeZone"]
 
@@ -60,6 +63,8 @@ MONTH_NAMES: Final = (
 )
 
 _DAY_SECONDS: Final = 86400
+_FIELD_LIST: Final = "minute hour day-of-month month day-of-week"
+_TOO_BIG: Final = 10**6  # any number this large is out of range and any step is "one value"
 
 
 class ScheduleError(ValueError):
@@ -80,6 +85,19 @@ class ScheduleError(ValueError):
         return f"spec.{self.field}: {self.problem}"
 
 
+def printable(text: str, limit: int = 120) -> str:
+    """`text` on one line: control and unencodable characters escaped, long text cut."""
+    shown = "".join(
+        char if char.isprintable() else char.encode("unicode_escape").decode("ascii")
+        for char in text[: limit + 1]
+    )
+    return shown if len(text) <= limit else shown[:limit] + "..."
+
+
+def _quoted(text: str) -> str:
+    return f"'{printable(text, 40)}'"
+
+
 @lru_cache(maxsize=16384)
 def uses_hash(expression: str) -> bool:
     """Whether the expression has `H` fields, which need the schedule's uid."""
@@ -88,7 +106,7 @@ def uses_hash(expression: str) -> bool:
     )
 
 
-# --- parsing ----------------------------------------------------------------------
+# --- fields -----------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,23 +114,117 @@ class _FieldSpec:
     name: str
     low: int
     high: int
+    hash_index: int  # croniter's field index, which shifts the uid's crc32 for H
+    hash_high: int  # croniter's upper bound for H and H/n (6 for day-of-week)
     names: tuple[str, ...] = ()  # lower-case; names[i] means first_name_value + i
     first_name_value: int = 0
 
 
-_SECOND = _FieldSpec("second", 0, 59)
-_MINUTE = _FieldSpec("minute", 0, 59)
-_HOUR = _FieldSpec("hour", 0, 23)
-_DAY = _FieldSpec("day-of-month", 1, 31)
+_SECOND = _FieldSpec("second", 0, 59, 5, 59)
+_MINUTE = _FieldSpec("minute", 0, 59, 0, 59)
+_HOUR = _FieldSpec("hour", 0, 23, 1, 23)
+_DAY = _FieldSpec("day-of-month", 1, 31, 2, 31)
 _MONTH = _FieldSpec(
-    "month", 1, 12, tuple(n[:3].lower() for n in MONTH_NAMES[1:]), first_name_value=1
+    "month", 1, 12, 3, 12, tuple(n[:3].lower() for n in MONTH_NAMES[1:]), first_name_value=1
 )
-_WEEKDAY = _FieldSpec("day-of-week", 0, 7, tuple(n[:3].lower() for n in WEEKDAY_NAMES))
+_WEEKDAY = _FieldSpec("day-of-week", 0, 7, 4, 6, tuple(n[:3].lower() for n in WEEKDAY_NAMES))
 _FIELDS_5: Final = (_MINUTE, _HOUR, _DAY, _MONTH, _WEEKDAY)
 _FIELDS_6: Final = (_SECOND, _MINUTE, _HOUR, _DAY, _MONTH, _WEEKDAY)
 
+_ASCII_SPACE = re.compile(r"[ \t\n\r\f\v]+")
 _DIGITS = re.compile(r"[0-9]+")
-_HASHED = re.compile(r"h(?:\(([0-9]+)-([0-9]+)\))?")
+_HASHED = re.compile(r"h(?:\(([0-9]+)-([0-9]+)\))?(?:/([0-9]+))?")
+_LAST_MINUS = re.compile(r"l-([0-9]+)")
+_NEAREST = re.compile(r"([0-9]+)w")
+_NTH = re.compile(r"([0-9a-z]+)#(.*)")
+_LAST_OF = re.compile(r"([0-9a-z]+)l")
+_ORDINAL_WORDS: Final = ("", "first", "second", "third", "fourth", "fifth")
+
+
+@dataclass(frozen=True, slots=True)
+class DayRule:
+    """Which dates match: the month, then day-of-month and day-of-week.
+
+    The day fields combine as in cronie: when either field's text starts with `*`
+    (or `?`), a date must match both (`both`); otherwise either. The extensions are
+    values of their field like any other: `L` (last day), `L-n`, `LW` (last weekday),
+    `nW` (weekday nearest day n) in day-of-month; `dL` (last weekday d) and `d#n`
+    (n-th weekday d) in day-of-week.
+    """
+
+    months: frozenset[int]
+    days: frozenset[int]  # plain day-of-month values
+    last_offsets: frozenset[int]  # L is 0, L-n is n
+    last_weekday: bool  # LW
+    nearest: frozenset[int]  # nW
+    weekdays: frozenset[int]  # plain day-of-week values, 0 = Sunday
+    last_weekdays: frozenset[int]  # dL
+    nth_weekdays: frozenset[tuple[int, int]]  # d#n as (d, n)
+    both: bool
+    _by_shape: dict[tuple[int, int], tuple[int, ...]] = field(
+        default_factory=dict, compare=False, hash=False, repr=False
+    )
+
+    @property
+    def all_days(self) -> bool:
+        """Day-of-month matches every date (`*`, `1-31`, `*,5`)."""
+        return len(self.days) == 31
+
+    @property
+    def all_weekdays(self) -> bool:
+        """Day-of-week matches every date (`*`, `0-6`, `1-7`)."""
+        return len(self.weekdays) == 7
+
+    def days_in(self, year: int, month: int) -> tuple[int, ...]:
+        """The matching days of one month, in order."""
+        if month not in self.months:
+            return ()
+        first = date(year, month, 1).toordinal() % 7  # 0 = Sunday: ordinal 1 was a Monday
+        return self.days_of_shape(first, calendar.monthrange(year, month)[1])
+
+    def matches_date(self, day: date) -> bool:
+        return day.day in self.days_in(day.year, day.month)
+
+    def days_of_shape(self, first_weekday: int, length: int) -> tuple[int, ...]:
+        """The matching days of a month whose 1st is `first_weekday` (0 = Sunday)."""
+        key = (first_weekday, length)
+        found = self._by_shape.get(key)
+        if found is None:
+            found = self._by_shape[key] = self._match_shape(first_weekday, length)
+        return found
+
+    def _match_shape(self, first_weekday: int, length: int) -> tuple[int, ...]:
+        def weekday(day: int) -> int:
+            return (first_weekday + day - 1) % 7
+
+        special = {length - k for k in self.last_offsets}
+        if self.last_weekday:
+            last = weekday(length)
+            special.add(length - 1 if last == 6 else length - 2 if last == 0 else length)
+        for day in self.nearest:
+            if day <= length:  # a day the month does not have has no nearest weekday
+                special.add(nearest_weekday(day, weekday(day), length))
+        found: list[int] = []
+        for day in range(1, length + 1):
+            day_of_week = weekday(day)
+            by_day = day in self.days or day in special
+            by_weekday = (
+                day_of_week in self.weekdays
+                or (day_of_week in self.last_weekdays and day > length - 7)
+                or (day_of_week, (day + 6) // 7) in self.nth_weekdays
+            )
+            if (by_day and by_weekday) if self.both else (by_day or by_weekday):
+                found.append(day)
+        return tuple(found)
+
+
+def nearest_weekday(day: int, day_of_week: int, length: int) -> int:
+    """The Monday-to-Friday day nearest `day`, never leaving its month (Quartz's W)."""
+    if day_of_week == 6:  # Saturday: the Friday before, or Monday the 3rd
+        return day + 2 if day == 1 else day - 1
+    if day_of_week == 0:  # Sunday: the Monday after, or the Friday before the end
+        return day - 2 if day == length else day + 1
+    return day
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,17 +234,16 @@ class CronFields:
     seconds: tuple[int, ...]
     minutes: tuple[int, ...]
     hours: tuple[int, ...]
-    days: frozenset[int]
-    last_day: bool
-    months: frozenset[int]
-    weekdays: frozenset[int]
-    days_restricted: bool
-    weekdays_restricted: bool
+    day_rule: DayRule
     has_seconds: bool
-    periodic_hour: bool
+    wildcard: bool  # minute or hour starts with `*` or `H/`: the daylight-saving rule
     second_set: frozenset[int]
     minute_set: frozenset[int]
     hour_set: frozenset[int]
+
+    @property
+    def months(self) -> frozenset[int]:
+        return self.day_rule.months
 
     @property
     def per_day(self) -> int:
@@ -140,17 +251,7 @@ class CronFields:
         return len(self.hours) * len(self.minutes) * len(self.seconds)
 
     def matches_date(self, day: date) -> bool:
-        if day.month not in self.months:
-            return False
-        if not self.days_restricted and not self.weekdays_restricted:
-            return True
-        by_day = day.day in self.days or (
-            self.last_day and day.day == calendar.monthrange(day.year, day.month)[1]
-        )
-        by_weekday = (day.weekday() + 1) % 7 in self.weekdays
-        if self.days_restricted and self.weekdays_restricted:
-            return by_day or by_weekday
-        return by_day if self.days_restricted else by_weekday
+        return self.day_rule.matches_date(day)
 
     def count_until(self, second_of_day: int) -> int:
         """How many times of day are at or before `second_of_day` (0..86399)."""
@@ -210,150 +311,292 @@ class CronFields:
         return self.count_until(last) - self.count_until(first - 1)
 
 
+# --- parsing ----------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Specials:
+    """The extension values of the two day fields, collected while parsing."""
+
+    last_offsets: set[int] = field(default_factory=set)
+    last_weekday: bool = False
+    nearest: set[int] = field(default_factory=set)
+    last_weekdays: set[int] = field(default_factory=set)
+    nth_weekdays: set[tuple[int, int]] = field(default_factory=set)
+
+
+@dataclass(frozen=True, slots=True)
+class _Reader:
+    """One expression being read: where errors go, and the uid for H."""
+
+    expression: str
+    uid: str | None
+
+    def bad(self, problem: str) -> ScheduleError:
+        return _bad(self.expression, problem)
+
+
 def parse_fields(expression: str, *, uid: str | None = None) -> CronFields:
     """Validate and expand `expression`; raise ScheduleError saying what is wrong."""
-    text = expression.strip()
+    text = expression.strip(" \t\n\r\f\v")
     if not text:
-        raise _bad(expression, "is empty")
+        raise _bad(expression, f"is empty: expected 5 fields ({_FIELD_LIST})")
     if text.startswith("@"):
-        macro = MACROS.get(text.lower())
-        if macro is None:
-            known = ", ".join(MACROS)
-            raise _bad(expression, f'unknown macro "{text}" (known: {known})')
-        text = macro
-    tokens = text.split()
+        text = _macro(expression, text)
+    tokens = _ASCII_SPACE.split(text)
     if len(tokens) not in (5, 6):
         raise _bad(
             expression,
-            "expected 5 fields (minute hour day-of-month month day-of-week) "
+            f"expected 5 fields ({_FIELD_LIST}) "
             f"or 6 with a leading seconds field, got {len(tokens)}",
         )
+    reader = _Reader(expression, uid)
     specs = _FIELDS_6 if len(tokens) == 6 else _FIELDS_5
-    for spec, token in zip(specs, tokens, strict=True):
-        _check_field(expression, spec, token)
-    hashed = uses_hash(text)
-    if hashed and uid is None:
-        raise _bad(expression, "H fields need the schedule's uid to choose their values")
-    try:
-        expanded, _nth = croniter.expand(
-            " ".join(tokens),
-            hash_id=uid.encode() if hashed and uid is not None else None,
-            second_at_beginning=len(tokens) == 6,
-        )
-    except (CroniterError, ValueError, TypeError) as exc:
-        raise _bad(expression, f"cannot be read: {exc}") from exc
-    return _fields_from_expanded(expression, tokens, expanded)
-
-
-def _bad(expression: str, problem: str) -> ScheduleError:
-    return ScheduleError("schedule", expression, problem)
-
-
-def _check_field(expression: str, spec: _FieldSpec, token: str) -> None:
-    """Reject what croniter would reject, with a message a user can act on."""
-    for part in token.lower().split(","):
-        base, slash, step = part.partition("/")
-        if slash and not (_DIGITS.fullmatch(step) and int(step) > 0):
-            raise _bad(expression, f"{spec.name} step {step!r} is not a positive whole number")
-        if base == "*":
-            continue
-        if base == "?":
-            if spec not in (_DAY, _WEEKDAY):
-                raise _bad(expression, f"'?' is only allowed in the day fields, not {spec.name}")
-            continue
-        if base.startswith("h"):
-            hashed = _HASHED.fullmatch(base)
-            if hashed is None:
-                raise _bad(expression, f"{spec.name} field {token!r} is not understood")
-            if hashed.group(1) is not None:
-                low, high = int(hashed.group(1)), int(hashed.group(2))
-                for bound in (low, high):
-                    _check_value(expression, spec, bound)
-                if low >= high:
-                    raise _bad(expression, f"{spec.name} range H({low}-{high}) is empty")
-            continue
-        if base.startswith("r"):
-            raise _bad(expression, "R (random) is not supported; H gives a spread that stays put")
-        if "#" in base:
-            raise _bad(expression, "'#' (nth weekday of the month) is not supported")
-        if spec is _DAY and base == "l":
-            if slash:
-                raise _bad(expression, "L (last day of the month) cannot take a step")
-            continue
-        if spec is _DAY and "w" in base:
-            raise _bad(expression, "W (nearest weekday) is not supported")
-        first, dash, last = base.partition("-")
-        for value in (first, last) if dash else (first,):
-            _check_value(expression, spec, _value_of(expression, spec, token, value))
-
-
-def _value_of(expression: str, spec: _FieldSpec, token: str, value: str) -> int:
-    if _DIGITS.fullmatch(value):
-        return int(value)
-    if value in spec.names:
-        return spec.names.index(value) + spec.first_name_value
-    if not value:
-        raise _bad(expression, f"{spec.name} field {token!r} is not understood")
-    kind = "a number or a name" if spec.names else "a number"
-    raise _bad(expression, f"{spec.name} value {value!r} is not {kind}")
-
-
-def _check_value(expression: str, spec: _FieldSpec, value: int) -> None:
-    if not spec.low <= value <= spec.high:
-        raise _bad(expression, f"{spec.name} {value} is out of range {spec.low}-{spec.high}")
-
-
-def _fields_from_expanded(
-    expression: str, tokens: list[str], expanded: list[list[int | str]]
-) -> CronFields:
-    def values(index: int, spec: _FieldSpec) -> tuple[int, ...]:
-        field = expanded[index]
-        if field == ["*"]:
-            return tuple(range(spec.low, spec.high + 1))
-        return tuple(sorted({int(v) for v in field if v != "l"}))
-
-    has_seconds = len(tokens) == 6
-    seconds = values(5, _SECOND) if has_seconds else (0,)
-    minutes, hours = values(0, _MINUTE), values(1, _HOUR)
-    day_list = values(2, _DAY)
-    last_day = "l" in expanded[2]
-    months = values(3, _MONTH)
-    weekdays = frozenset(v % 7 for v in values(4, _WEEKDAY))
-    days_restricted = len(day_list) < 31
-    weekdays_restricted = len(weekdays) < 7
-    hour_token = tokens[2 if has_seconds else 1].lower()
-    fields = CronFields(
+    specials = _Specials()
+    values = [
+        _parse_field(reader, spec, token, specials)
+        for spec, token in zip(specs, tokens, strict=True)
+    ]
+    if len(tokens) == 5:
+        values.insert(0, frozenset({0}))
+        tokens.insert(0, "0")
+    seconds, minutes, hours, days, months, weekdays = (tuple(sorted(v)) for v in values)
+    lowered = [token.lower() for token in tokens]
+    rule = DayRule(
+        months=frozenset(months),
+        days=frozenset(days),
+        last_offsets=frozenset(specials.last_offsets),
+        last_weekday=specials.last_weekday,
+        nearest=frozenset(specials.nearest),
+        weekdays=frozenset(v % 7 for v in weekdays),
+        last_weekdays=frozenset(specials.last_weekdays),
+        nth_weekdays=frozenset(specials.nth_weekdays),
+        both=lowered[3].startswith(("*", "?")) or lowered[5].startswith(("*", "?")),
+    )
+    _check_possible(expression, rule, tokens[3], tokens[5])
+    return CronFields(
         seconds=seconds,
         minutes=minutes,
         hours=hours,
-        days=frozenset(day_list),
-        last_day=last_day and days_restricted,
-        months=frozenset(months),
-        weekdays=weekdays,
-        days_restricted=days_restricted,
-        weekdays_restricted=weekdays_restricted,
-        has_seconds=has_seconds,
-        periodic_hour=hour_token.startswith(("*", "h/")),
+        day_rule=rule,
+        has_seconds=len(specs) == 6,
+        wildcard=any(lowered[i].startswith(("*", "h/")) for i in (1, 2)),
         second_set=frozenset(seconds),
         minute_set=frozenset(minutes),
         hour_set=frozenset(hours),
     )
-    _check_possible(expression, fields)
-    return fields
 
 
-def _check_possible(expression: str, fields: CronFields) -> None:
-    """Reject a day-of-month that no allowed month has, e.g. `0 0 30 2 *`."""
-    if not fields.days_restricted or fields.weekdays_restricted or fields.last_day:
-        return
-    longest = {m: 29 if m == 2 else calendar.monthrange(2001, m)[1] for m in fields.months}
-    if any(day <= longest[m] for day in fields.days for m in fields.months):
-        return
-    days = sorted(fields.days)
-    day_text = f"day {days[0]}" if len(days) == 1 else f"days {join_words(map(str, days))}"
-    verb = "occurs" if len(days) == 1 else "occur"
-    month_text = join_words((MONTH_NAMES[m] for m in sorted(fields.months)), "or")
-    raise _bad(expression, f"{day_text} never {verb} in {month_text}")
+def _bad(expression: str, problem: str) -> ScheduleError:
+    return ScheduleError("schedule", printable(expression), problem)
+
+
+def _macro(expression: str, text: str) -> str:
+    lowered = text.lower()
+    macro = MACROS.get(lowered)
+    if macro is not None:
+        return macro
+    if lowered == "@reboot":
+        raise _bad(
+            expression,
+            f"@reboot is not supported: a Kubernetes schedule has no boot to run at; "
+            f"write 5 fields ({_FIELD_LIST})",
+        )
+    if lowered.split()[0] == "@every":
+        raise _bad(
+            expression,
+            "@every is not supported: write the interval as a step of the minute, hour or "
+            'second field, e.g. "*/5 * * * *"',
+        )
+    known = ", ".join(MACROS)
+    raise _bad(expression, f'unknown macro "{printable(text)}" (known: {known}; '
+                           f"or 5 fields: {_FIELD_LIST})")  # fmt: skip
+
+
+def _parse_field(
+    reader: _Reader, spec: _FieldSpec, token: str, specials: _Specials
+) -> frozenset[int]:
+    """The plain values of one field; day-field extensions go to `specials`."""
+    lowered = token.lower()
+    if lowered.startswith("h"):
+        return _hashed(reader, spec, token)
+    if lowered == "?":
+        if spec not in (_DAY, _WEEKDAY):
+            raise reader.bad(f"{spec.name} field '?': '?' is only allowed in the day fields")
+        return frozenset(range(spec.low, spec.high + 1))
+    values: set[int] = set()
+    for item in lowered.split(","):
+        values.update(_parse_item(reader, spec, token, item, specials))
+    return frozenset(values)
+
+
+def _parse_item(
+    reader: _Reader, spec: _FieldSpec, token: str, item: str, specials: _Specials
+) -> range:
+    """One list item: `*`, `a`, `a-b`, each with an optional `/step`, or an extension."""
+    if not item:
+        raise reader.bad(f"{spec.name} field {_quoted(token)} has an empty list item")
+    if item.startswith("h"):
+        raise reader.bad(f"{spec.name} field {_quoted(token)}: H must be the whole field")
+    if item.startswith("r") or "~" in item:
+        raise reader.bad(
+            f"{spec.name} field {_quoted(token)}: R (random) is not supported; "
+            "H gives a spread that stays put"
+        )
+    if item == "?" or "?" in item:
+        raise reader.bad(f"{spec.name} field {_quoted(token)}: '?' must be the whole field")
+    if spec is _DAY and _day_special(reader, token, item, specials):
+        return range(0)
+    if spec is _WEEKDAY and _weekday_special(reader, token, item, specials):
+        return range(0)
+    base, slash, step_text = item.partition("/")
+    step = _step(reader, spec, step_text) if slash else 1
+    if base == "*":
+        return range(spec.low, spec.high + 1, step)
+    first_text, dash, last_text = base.partition("-")
+    first = _value(reader, spec, token, first_text)
+    if dash:
+        last = _value(reader, spec, token, last_text)
+        if first > last:
+            hint = " (Sunday is also 7)" if spec is _WEEKDAY and last == 0 else ""
+            raise reader.bad(f"{spec.name} range {base} is reversed{hint}")
+    elif slash:  # `a/n`, an extension: from a to the end of the field (Saturday for days)
+        last = 6 if spec is _WEEKDAY and first < 7 else spec.high
+    else:
+        last = first
+    return range(first, last + 1, step)
+
+
+def _step(reader: _Reader, spec: _FieldSpec, text: str) -> int:
+    if not (_DIGITS.fullmatch(text) and int(text[:9]) > 0):
+        raise reader.bad(f"{spec.name} step {_quoted(text)} is not a positive whole number")
+    return min(int(text[:9]), _TOO_BIG)
+
+
+def _value(reader: _Reader, spec: _FieldSpec, token: str, text: str) -> int:
+    """One number or name of a field, checked against the field's range."""
+    if _DIGITS.fullmatch(text):
+        if len(text) > 6 or not spec.low <= int(text) <= spec.high:
+            shown = text if len(text) <= 12 else text[:12] + "..."
+            raise reader.bad(f"{spec.name} {shown} is out of range {spec.low}-{spec.high}")
+        return int(text)
+    if text in spec.names:
+        return spec.names.index(text) + spec.first_name_value
+    if not text:
+        raise reader.bad(f"{spec.name} field {_quoted(token)} is not understood")
+    if spec in (_DAY, _WEEKDAY) and any(mark in text for mark in "lw#"):
+        raise reader.bad(
+            f"{spec.name} {_quoted(text.upper())} cannot be part of a range or take a step"
+        )
+    kind = "a number or a name" if spec.names else "a number"
+    if any(mark in text for mark in "lw#"):
+        kind += "; L, W and # are only allowed in the day fields"
+    raise reader.bad(f"{spec.name} value {_quoted(text)} is not {kind}")
+
+
+def _day_special(reader: _Reader, token: str, item: str, specials: _Specials) -> bool:
+    """Read `L`, `L-n`, `LW` or `nW` into `specials`; False if `item` is none of them."""
+    if item == "l":
+        specials.last_offsets.add(0)
+    elif item == "lw":
+        specials.last_weekday = True
+    elif (minus := _LAST_MINUS.fullmatch(item)) is not None:
+        offset = minus.group(1)
+        if len(offset) > 2 or int(offset) > 30:
+            raise reader.bad(f"day-of-month L-{offset} is out of range: L-n takes n from 0 to 30")
+        specials.last_offsets.add(int(offset))
+    elif (nearest := _NEAREST.fullmatch(item)) is not None:
+        specials.nearest.add(_value(reader, _DAY, token, nearest.group(1)))
+    elif "w" in item and "/" not in item and "-" not in item and "," not in item:
+        raise reader.bad(
+            f"day-of-month {_quoted(item.upper())}: W follows one day, as in 15W (or LW for the "
+            "last weekday of the month)"
+        )
+    elif "w" in item and "/" not in item:
+        raise reader.bad(f"day-of-month {_quoted(item.upper())}: W takes one day, not a range")
+    else:
+        return False
+    return True
+
+
+def _weekday_special(reader: _Reader, token: str, item: str, specials: _Specials) -> bool:
+    """Read `dL` or `d#n` into `specials`; False if `item` is neither."""
+    if item == "l":
+        raise reader.bad(
+            "day-of-week L needs a weekday before it, as in 5L (the last Friday of the month)"
+        )
+    if (nth := _NTH.fullmatch(item)) is not None:
+        weekday = _value(reader, _WEEKDAY, token, nth.group(1))
+        number = nth.group(2)
+        if not (_DIGITS.fullmatch(number) and len(number) <= 2 and 1 <= int(number) <= 5):
+            raise reader.bad(
+                f"day-of-week {_quoted(item.upper())}: the week after # must be 1 to 5, "
+                f"not {_quoted(number)}"
+            )
+        specials.nth_weekdays.add((weekday % 7, int(number)))
+        return True
+    if (last := _LAST_OF.fullmatch(item)) is not None:
+        specials.last_weekdays.add(_value(reader, _WEEKDAY, token, last.group(1)) % 7)
+        return True
+    if "#" in item:
+        raise reader.bad(f"day-of-week {_quoted(item.upper())}: # takes one weekday, as in 1#2")
+    return False
+
+
+def _hashed(reader: _Reader, spec: _FieldSpec, token: str) -> frozenset[int]:
+    """`H`, `H/n`, `H(a-b)`, `H(a-b)/n`: values picked by the uid, exactly as croniter 7.
+
+    croniter: crc = crc32(uid) & 0xFFFFFFFF; a pick from [begin, end] is
+    ((crc >> field index) % (end - begin + 1)) + begin; `H/n` picks its start in
+    [begin, min(begin + n - 1, end)] and steps by n to `end`.
+    """
+    lowered = token.lower()
+    hashed = _HASHED.fullmatch(lowered)
+    if hashed is None:
+        where = "the whole field" if "," in lowered else "H, H/n, H(a-b) or H(a-b)/n"
+        raise reader.bad(f"{spec.name} field {_quoted(token)} is not understood: H must be {where}")
+    if reader.uid is None:
+        raise reader.bad("H fields need the schedule's uid to choose their values")
+    begin, end = spec.low, spec.hash_high
+    if hashed.group(1) is not None:
+        begin = _value(reader, spec, token, hashed.group(1))
+        end = _value(reader, spec, token, hashed.group(2))
+        if begin >= end:
+            raise reader.bad(f"{spec.name} range H({begin}-{end}) is empty")
+    crc = zlib.crc32(reader.uid.encode("utf-8", "surrogateescape")) & 0xFFFFFFFF
+
+    def pick(low: int, high: int) -> int:
+        return ((crc >> spec.hash_index) % (high - low + 1)) + low
+
+    if hashed.group(3) is None:
+        return frozenset({pick(begin, end)})
+    step = _step(reader, spec, hashed.group(3))
+    start = pick(begin, min(begin + step - 1, end))
+    return frozenset(range(start, end + 1, step))
+
+
+def _check_possible(expression: str, rule: DayRule, day_token: str, weekday_token: str) -> None:
+    """Reject day fields that no date of the allowed months matches, e.g. `0 0 30 2 *`.
+
+    Every (weekday of the 1st, length) a month can have occurs in the Gregorian
+    400-year cycle, so a schedule that passes has a matching date within it.
+    """
+    for month in rule.months:
+        lengths = (28, 29) if month == 2 else (calendar.monthrange(2001, month)[1],)
+        if any(rule.days_of_shape(first, n) for first in range(7) for n in lengths):
+            return
+    month_text = join_words((MONTH_NAMES[m] for m in sorted(rule.months)), "or")
+    plain = not (rule.last_offsets or rule.nearest or rule.last_weekday)
+    if rule.both and rule.all_weekdays and plain:
+        days = sorted(rule.days)
+        day_text = f"day {days[0]}" if len(days) == 1 else f"days {join_words(map(str, days))}"
+        verb = "occurs" if len(days) == 1 else "occur"
+        raise _bad(expression, f"{day_text} never {verb} in {month_text}")
+    raise _bad(
+        expression,
+        f"day-of-month {_quoted(day_token)} and day-of-week {_quoted(weekday_token)} "
+        f"match no day in {month_text}",
+    )
 
 
 def join_words(words: Iterable[str], last: str = "and") -> str:
@@ -361,3 +604,12 @@ def join_words(words: Iterable[str], last: str = "and") -> str:
     if len(items) <= 1:
         return "".join(items)
     return f"{', '.join(items[:-1])} {last} {items[-1]}"
+
+
+def ordinal_word(number: int) -> str:
+    """ "second", "third" up to "fifth", then "6th", "21st"."""
+    if number < len(_ORDINAL_WORDS):
+        return _ORDINAL_WORDS[number]
+    if 10 <= number % 100 <= 20:
+        return f"{number}th"
+    return f"{number}{ {1: 'st', 2: 'nd', 3: 'rd'}.get(number % 10, 'th') }"

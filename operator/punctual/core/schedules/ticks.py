@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import calendar
 import hashlib
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
@@ -29,8 +30,10 @@ from punctual.core.schedules.zones import (
 )
 from punctual.core.times import EPOCH
 
-# How far next_tick/prev_tick look: 29 February can be 8 years from the last one.
-_SEARCH_DAYS: Final = 9 * 366
+# How far next_tick/prev_tick look: the Gregorian calendar repeats every 400 years
+# (146 097 days), so a day rule that matches some date matches one within that; a
+# rare one (29 February on a Sunday) can be 40 years from the last.
+_SEARCH_DAYS: Final = 146097 + 366
 # Ticks exist in [1970-01-01, 9000-01-01): no negative Unix seconds in Job names,
 # and room below datetime's year 9999 for zone offsets and day arithmetic.
 _FIRST_ORDINAL: Final = EPOCH_ORDINAL - 2
@@ -85,10 +88,10 @@ class CronTicks:
     """The ticks of one cron expression in one time zone.
 
     All three questions (next, previous, how many) are answered from the same
-    per-day model: the local day cut where the UTC offset changes, and the
-    expanded fields as sorted lists. croniter parses and expands the expression;
-    its own tick search is not used, because on daylight-saving days it departs
-    from the Vixie rule (see the module docstring and test_croniter_findings.py).
+    per-day model: the local day cut where the UTC offset changes, the expanded
+    time fields as sorted lists, and the matching days of each month from the day
+    rule. croniter's tick search is not used: on daylight-saving days it departs
+    from cronie's rule (see the package docstring and test_croniter_findings.py).
     """
 
     def __init__(self, expression: str, fields: CronFields, zone: ZoneInfo) -> None:
@@ -161,26 +164,33 @@ class CronTicks:
         return total
 
     def _days(self, ordinal: int, direction: int, stop: int | None = None) -> Iterator[int]:
-        """The matching local days from `ordinal` on, skipping months wholesale.
+        """The matching local days from `ordinal` on (`stop` included), month by month.
 
-        Without `stop`, the walk ends after _SEARCH_DAYS days: no valid expression
-        goes that long without a tick (29 February can be 8 years apart).
+        Each month's matching days come from the day rule's table for months of its
+        shape (weekday of the 1st, length), so months without one cost a lookup.
+        Without `stop`, the walk ends after _SEARCH_DAYS days: parsing refuses day
+        fields that no month shape matches, and every shape occurs within 400 years.
         """
-        fields = self.fields
+        rule = self.fields.day_rule
         limit = ordinal + direction * _SEARCH_DAYS if stop is None else stop
         limit = min(max(limit, _FIRST_ORDINAL), _LAST_ORDINAL)
         ordinal = min(max(ordinal, _FIRST_ORDINAL), _LAST_ORDINAL)
         while (ordinal <= limit) if direction > 0 else (ordinal >= limit):
             day = date.fromordinal(ordinal)
-            if day.month not in fields.months:
-                if direction > 0:
-                    ordinal += calendar.monthrange(day.year, day.month)[1] - day.day + 1
-                else:
-                    ordinal -= day.day
-                continue
-            if fields.matches_date(day):
-                yield ordinal
-            ordinal += direction
+            matching = rule.days_in(day.year, day.month)
+            base = ordinal - day.day  # the ordinal of day 0 of this month
+            if direction > 0:
+                for number in matching[bisect_left(matching, day.day) :]:
+                    if base + number > limit:
+                        return
+                    yield base + number
+                ordinal = base + calendar.monthrange(day.year, day.month)[1] + 1
+            else:
+                for number in reversed(matching[: bisect_right(matching, day.day)]):
+                    if base + number < limit:
+                        return
+                    yield base + number
+                ordinal = base
 
     def _pieces(self, ordinal: int) -> tuple[_Piece, ...]:
         """The ticks of a matching local day, in time order, under the DST rule."""
@@ -201,7 +211,7 @@ class CronTicks:
             last_wall = end - 1 + offset - day.midnight
             if first_wall > covered + 1 and self._gap_tick(covered + 1, first_wall):
                 pieces.append(_Piece(0, -1, 0, point=begin))
-            first = first_wall if fields.periodic_hour else max(first_wall, covered + 1)
+            first = first_wall if fields.wildcard else max(first_wall, covered + 1)
             first, last = max(first, 0), min(last_wall, DAY_SECONDS - 1)
             if first <= last:
                 pieces.append(_Piece(first, last, day.midnight - offset))
@@ -219,11 +229,11 @@ class CronTicks:
     def _gap_tick(self, first_missing: int, first_after: int) -> bool:
         """Whether wall times [first_missing, first_after) that do not exist make a tick.
 
-        They do for a fixed hour, at the first instant after the gap, unless a tick
-        at `first_after` itself already lands on that instant.
+        They do for a fixed schedule (not wildcard), once, at the first instant after
+        the gap, unless a tick at `first_after` itself already lands on that instant.
         """
         fields = self.fields
-        if fields.periodic_hour:
+        if fields.wildcard:
             return False
         if fields.count_between(first_missing, first_after - 1) == 0:
             return False

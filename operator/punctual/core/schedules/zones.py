@@ -16,7 +16,7 @@ from functools import lru_cache
 from typing import Final
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from punctual.core.schedules.parsing import ScheduleError
+from punctual.core.schedules.parsing import ScheduleError, printable
 from punctual.core.times import EPOCH
 
 _NAIVE_EPOCH: Final = EPOCH.replace(tzinfo=None)
@@ -29,8 +29,9 @@ def load_zone(name: str) -> ZoneInfo:
     """The IANA zone called `name`, or ScheduleError naming spec.timeZone."""
     try:
         return _load_zone(name)
-    except (ZoneInfoNotFoundError, ValueError, OSError) as exc:
-        raise ScheduleError("timeZone", name, f'unknown time zone "{name}"') from exc
+    except (ZoneInfoNotFoundError, ValueError, OSError, TypeError) as exc:
+        shown = printable(name)
+        raise ScheduleError("timeZone", shown, f'unknown time zone "{shown}"') from exc
 
 
 @lru_cache(maxsize=1024)

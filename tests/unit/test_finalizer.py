@@ -1,0 +1,122 @@
+"""The finalizer that closes the at-most-once hole: a Job cannot disappear before its
+firing is recorded in the written status, whoever deletes it.
+
+Decisions (which held Jobs to release, and whether their status must be written first)
+are pure and tested here with `decide`; the applier's order (status, then release;
+delete, then release) with a recording fake of the client. That the API server keeps
+a held Job, and lets it go on release, is tested against the real control plane.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from punctual.core.deciding import Decision, Deferral, JobToDelete, JobToRelease
+from punctual.core.jobs import FINALIZER, JobSnapshot, build_job
+
+from .test_applying import JOBS, STATUS, RecordingApi, applier, create, schedule
+from .test_deciding import (
+    ACTIVE,
+    DONE,
+    T0,
+    H,
+    M,
+    job,
+    n,
+    run,
+    schedule_body,
+    spec_body,
+    status_body,
+)
+
+
+def held(snapshot: JobSnapshot, *, deleting: bool = False) -> JobSnapshot:
+    return dataclasses.replace(snapshot, held=True, deleting=deleting)
+
+
+def test_every_job_is_created_with_the_finalizer_beside_the_templates_own() -> None:
+    spec = spec_body()
+    spec["jobTemplate"]["metadata"] = {"finalizers": ["example.com/keep"]}
+    body = build_job(
+        schedule=schedule_body(spec), job_name="x-1", tick=T0, epoch=1, leader="punctual-0"
+    )
+    assert body["metadata"]["finalizers"] == ["example.com/keep", FINALIZER]
+    assert JobSnapshot.from_body(body).held
+
+
+def test_a_job_deleted_while_its_claim_is_in_flight_is_released_after_the_status() -> None:
+    spec = spec_body()
+    # T0's claim is written, its Job was created and then deleted (by a person, a TTL):
+    # held by the finalizer it is still there, being deleted.
+    status = status_body(spec, cursor=T0, in_flight=[T0])
+    decision = run(schedule_body(spec, status), [held(job(T0, ACTIVE), deleting=True)], now=T0)
+    assert decision.creates == ()  # seen: never created again
+    assert decision.release == (JobToRelease(n(T0), job(T0).uid),)
+    assert decision.status is not None
+    assert n(T0) not in [c["job"] for c in decision.status.get("inFlight", [])]
+    assert decision.deferral is Deferral.NEVER  # the claim must be resolved in writing first
+
+
+def test_a_job_deleted_after_its_firing_was_recorded_is_released_at_once() -> None:
+    spec = spec_body()
+    status = status_body(spec, cursor=T0)  # nothing in flight
+    finished = held(job(T0, DONE), deleting=True)
+    decision = run(schedule_body(spec, status), [finished], now=T0 + 20 * M)
+    assert decision.release == (JobToRelease(n(T0), finished.uid),)
+
+
+def test_a_held_job_that_nobody_deletes_stays_held() -> None:
+    spec = spec_body()
+    status = status_body(spec, cursor=T0, in_flight=[T0])
+    decision = run(schedule_body(spec, status), [held(job(T0, ACTIVE))], now=T0 + M)
+    assert decision.release == ()
+
+
+def test_history_clean_up_deletes_and_releases_its_held_jobs() -> None:
+    spec = spec_body(successfulJobsHistoryLimit=1)
+    status = status_body(spec, cursor=T0 + H)
+    jobs = [held(job(T0, DONE)), held(job(T0 + H, DONE)), job(T0 - H, DONE)]
+    decision = run(schedule_body(spec, status), jobs, now=T0 + H + 30 * M)
+    assert {(d.name, d.held) for d in decision.prune} == {(n(T0), True), (n(T0 - H), False)}
+
+
+async def test_the_applier_writes_the_status_before_it_releases() -> None:
+    api = RecordingApi()
+    decision = Decision(
+        status={"inFlight": []},
+        release=(JobToRelease("nightly-1", "u1"),),
+    )
+    applied = await applier(api).apply(schedule(), decision)
+    assert api.calls == [("replace", STATUS), ("patch", f"{JOBS}/nightly-1")]
+    patch: Any = api.bodies[-1]
+    assert patch == {"metadata": {"uid": "u1", "$deleteFromPrimitiveList/finalizers": [FINALIZER]}}
+    assert applied.released == ["nightly-1"]
+
+
+async def test_a_lost_claim_releases_nothing() -> None:
+    from punctual.kube.client import Conflict
+
+    api = RecordingApi({("replace", STATUS): Conflict(409, "Conflict", "stale")})
+    decision = Decision(status={}, release=(JobToRelease("nightly-1", "u1"),))
+    await applier(api).apply(schedule(), decision)
+    assert api.calls == [("replace", STATUS)]
+
+
+async def test_a_held_job_is_deleted_then_released() -> None:
+    api = RecordingApi()
+    decision = Decision(
+        status=None,
+        creates=(create("nightly-2"),),
+        prune=(
+            JobToDelete("nightly-0", "u0", "history", held=True),
+            JobToDelete("nightly-old", "u9", "history"),
+        ),
+    )
+    await applier(api).apply(schedule(), decision)
+    assert api.calls == [
+        ("create", f"{JOBS}/nightly-2"),
+        ("delete", f"{JOBS}/nightly-0"),
+        ("patch", f"{JOBS}/nightly-0"),
+        ("delete", f"{JOBS}/nightly-old"),
+    ]
