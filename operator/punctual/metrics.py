@@ -86,6 +86,12 @@ class Metrics:
         self.schedules = Gauge(
             "punctual_schedules", "CronSchedules known to this replica's index.", registry=r
         )
+        self.conflicts = Gauge(
+            "punctual_schedule_conflicts",
+            "CronSchedules this installation leaves alone because another live installation "
+            "fires them (status.installation).",
+            registry=r,
+        )
         self.clock_offset = Gauge(
             "punctual_clock_offset_seconds",
             "Estimated API server clock minus this node's clock.",

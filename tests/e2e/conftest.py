@@ -13,6 +13,7 @@ Tests that read the API server's audit log skip when the cluster is not a local 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -27,7 +28,14 @@ from urllib.parse import urlparse
 import pytest
 import yaml
 
-from punctual.kube.client import Credentials, KubeClient, load_kubeconfig
+from punctual.core.jobs import FINALIZER
+from punctual.kube.client import (
+    STRATEGIC_MERGE_PATCH,
+    ApiError,
+    Credentials,
+    KubeClient,
+    load_kubeconfig,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "e2e"))
@@ -125,7 +133,24 @@ async def namespace(api: KubeClient) -> AsyncIterator[str]:
         "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
     )
     yield name
+    await release_jobs(api, name)
     await api.delete(f"/api/v1/namespaces/{name}")
+
+
+async def release_jobs(api: KubeClient, namespace: str) -> None:
+    """Remove Punctual's finalizer from the namespace's Jobs (their operators are gone), so
+    that deleting the namespace does not wait on them forever."""
+    jobs = await api.get(f"/apis/batch/v1/namespaces/{namespace}/jobs")
+    for job in jobs.get("items") or []:
+        meta = job["metadata"]
+        if FINALIZER in (meta.get("finalizers") or []):
+            patch = {"metadata": {"$deleteFromPrimitiveList/finalizers": [FINALIZER]}}
+            with contextlib.suppress(ApiError):
+                await api.patch(
+                    f"/apis/batch/v1/namespaces/{namespace}/jobs/{meta['name']}",
+                    patch,
+                    content_type=STRATEGIC_MERGE_PATCH,
+                )
 
 
 CRD_FILE = REPO / "crds" / "cronschedules.punctual.dev.yaml"

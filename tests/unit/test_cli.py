@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+import re
 from datetime import UTC, datetime
 
 import pytest
 
 from punctual.cli.main import Context, main
 from punctual.clocks import FixedClock
+from punctual.core.schedules.parsing import printable
 
 NOW = datetime(2026, 11, 25, 10, 7, 30, tzinfo=UTC)
 
@@ -108,7 +110,13 @@ def test_bad_input_is_one_line_and_status_2(
 
 def test_explain(capsys: pytest.CaptureFixture[str]) -> None:
     status, lines, _err = run(["explain", "0 2 * * *", "--timezone", "Europe/Berlin"], capsys)
-    assert (status, lines) == (0, ["At 02:00, every day, in Europe/Berlin."])
+    assert (status, lines) == (
+        0,
+        [
+            "At 02:00, every day, in Europe/Berlin. When clocks change, a repeated time runs "
+            "once, and skipped times run once, right after the change."
+        ],
+    )
     _status, lines, _err = run(["explain", "*/15 * * * *"], capsys)
     assert lines == ["Every 15 minutes."]
 
@@ -165,3 +173,150 @@ def test_a_bad_run_setting_in_the_environment_is_one_line_and_status_2(
     assert lines == []
     assert message in err
     assert "Traceback" not in err
+
+
+# --- malformed input: never a traceback, always one line naming the field ----------
+
+UID = ["--uid", "u-1"]
+FIELDS = "minute"  # a message about the whole expression lists the fields, minute first
+
+MALFORMED_SCHEDULES: list[tuple[str, list[str], str]] = [
+    ("61 * * * *", [], "minute"),
+    ("* 24 * * *", [], "hour"),
+    ("* * 0 * *", [], "day-of-month"),
+    ("* * 32 * *", [], "day-of-month"),
+    ("* * * 13 *", [], "month"),
+    ("* * * 0 *", [], "month"),
+    ("* * * * 8", [], "day-of-week"),
+    ("60 * * * * *", [], "second"),
+    ("", [], FIELDS),
+    ("   ", [], FIELDS),
+    ("* * * *", [], FIELDS),
+    ("* * * * * * *", [], FIELDS),
+    ("*/0 * * * *", [], "minute"),
+    ("* */0 * * *", [], "hour"),
+    ("*/0 * * * * *", [], "second"),
+    ("5-1 * * * *", [], "minute"),
+    ("* * * * 5-1", [], "day-of-week"),
+    ("* * * dec-jan *", [], "month"),
+    ("0 0 * * mon-sun", [], "day-of-week"),
+    ("0 0 L/2 * *", [], "day-of-month"),
+    ("0 0 LW/2 * *", [], "day-of-month"),
+    ("0 0 * * 5L/2", [], "day-of-week"),
+    ("\u0665 * * * *", [], "minute"),  # Arabic-Indic five
+    ("* \uff11 * * *", [], "hour"),  # fullwidth one
+    ("0 0 \uff11\uff15 * *", [], "day-of-month"),
+    ("0 0 * * \u0661", [], "day-of-week"),
+    ("0 0 * \u0663 *", [], "month"),
+    ("@reboot", [], FIELDS),
+    ("@every 5m", [], FIELDS),
+    ("@every", [], FIELDS),
+    ("@fortnightly", [], FIELDS),
+    ("L * * * *", [], "minute"),
+    ("0 L * * *", [], "hour"),
+    ("0 0 * L *", [], "month"),
+    ("0 0 * * L", [], "day-of-week"),
+    ("0 0 * * 5#6", [], "day-of-week"),
+    ("0 0 * * 5#0", [], "day-of-week"),
+    ("0 0 * * 5#", [], "day-of-week"),
+    ("0 0 * * FRI#9", [], "day-of-week"),
+    ("0 0 * * xyz#1", [], "day-of-week"),
+    ("0 0 1-5W * *", [], "day-of-month"),
+    ("0 0 W * *", [], "day-of-month"),
+    ("0 0 32W * *", [], "day-of-month"),
+    ("0 0 L-31 * *", [], "day-of-month"),
+    ("0 0 5#2 * *", [], "day-of-month"),
+    ("0 0 * * 15W", [], "day-of-week"),
+    ("0 0 30W 2 *", [], "day-of-month"),
+    ("0 0 */100 * 5L", [], "day-of-week"),
+    ("x * * * *", [], "minute"),
+    ("* * * foo *", [], "month"),
+    ("* * * * funday", [], "day-of-week"),
+    ("-5 * * * *", [], "minute"),
+    ("5- * * * *", [], "minute"),
+    ("1,,2 * * * *", [], "minute"),
+    ("1, * * * *", [], "minute"),
+    ("1-2-3 * * * *", [], "minute"),
+    ("0 0 * * 1-7-2", [], "day-of-week"),
+    ("R * * * *", [], "minute"),
+    ("H(0-99) * * * *", UID, "minute"),
+    ("H(9-3) * * * *", UID, "minute"),
+    ("H,5 * * * *", UID, "minute"),
+    ("H/0 * * * *", UID, "minute"),
+    ("0 H(5-70) * * *", UID, "hour"),
+    ("? * * * *", [], "minute"),
+    ("0 0 ?,1 * *", [], "day-of-month"),
+    ("*/x * * * *", [], "minute"),
+    ("99999999999999999999 * * * *", [], "minute"),
+    ("* * * * * %", [], "day-of-week"),
+    ("$ * * * *", [], "minute"),
+    ("\x00 * * * *", [], "minute"),
+    ("61\n* * * *", [], "minute"),
+    ("* * * * *", ["--timezone", "Mars/Base"], "time zone"),
+    ("* * * * *", ["--timezone", ""], "time zone"),
+    ("* * * * *", ["--timezone", "../etc/passwd"], "time zone"),
+    ("* * * * *", ["--timezone", "Europe/Berlin\n"], "time zone"),
+    ("* * * * *", ["--timezone", "\udc80"], "time zone"),
+]
+MALFORMED_FROM: list[str] = [
+    "0001-01-01T00:00:00+14:00",
+    "9999-12-31T23:59:59-14:00",
+    "yesterday",
+    "",
+    "2026-13-01T00:00:00Z",
+]
+
+
+def assert_one_line_naming(err: str, field: str) -> None:
+    assert "Traceback" not in err
+    assert err.startswith("punctual: ") and err.endswith("\n")
+    assert err.count("\n") == 1, err
+    # `month` must be its own word, not the end of `day-of-month`.
+    assert re.search(rf"(?<![\w-]){re.escape(field)}(?![\w-])", err), err
+
+
+@pytest.mark.parametrize("command", ["next", "explain"])
+@pytest.mark.parametrize(
+    ("schedule", "extra", "field"),
+    MALFORMED_SCHEDULES,
+    ids=[f"{printable(s)} {' '.join(e)}".strip() or "empty" for s, e, _ in MALFORMED_SCHEDULES],
+)
+def test_a_malformed_schedule_is_one_line_naming_the_field_and_status_2(
+    capsys: pytest.CaptureFixture[str], command: str, schedule: str, extra: list[str], field: str
+) -> None:
+    status, lines, err = run([command, schedule, *extra], capsys)
+    assert (status, lines) == (2, [])
+    assert_one_line_naming(err, field)
+
+
+@pytest.mark.parametrize("start", MALFORMED_FROM)
+def test_a_malformed_from_is_one_line_naming_it_and_status_2(
+    capsys: pytest.CaptureFixture[str], start: str
+) -> None:
+    status, lines, err = run(["next", "* * * * *", "--from", start], capsys)
+    assert (status, lines) == (2, [])
+    assert_one_line_naming(err, "--from")
+
+
+def test_there_are_more_than_sixty_malformed_inputs() -> None:
+    assert len(MALFORMED_SCHEDULES) + len(MALFORMED_FROM) >= 60
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["next", "* * * * *", "--from", "9999-12-31T00:00:00Z"], []),
+        (["next", "0 0 * * *", "--from", "0001-01-01T00:00:00Z", "--count", "1"],
+         ["1970-01-01T00:00:00+00:00"]),
+        (["next", "0 0 * * *", "--from", "8999-12-31T00:00:00Z"], []),
+        (["next", "*/5 2 * 3 0#2", "--timezone", "America/New_York"], []),
+        (["next", "0 0 * 2 1#5", "--count", "1"], ["2044-02-29T00:00:00+00:00"]),
+        (["next", "0 0 29 2 */7", "--from", "2088-03-01T00:00:00Z", "--count", "1"],
+         ["2128-02-29T00:00:00+00:00"]),
+    ],
+)  # fmt: skip
+def test_extreme_but_valid_input_prints_what_exists_and_status_0(
+    capsys: pytest.CaptureFixture[str], argv: list[str], expected: list[str]
+) -> None:
+    status, lines, err = run(argv, capsys)
+    assert (status, lines, err) == (0, expected, "")

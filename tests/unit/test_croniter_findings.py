@@ -1,9 +1,12 @@
-"""What croniter 7.0.0 itself does on daylight-saving days, pinned.
+"""What croniter 7.0.0 itself does where it departs from cronie, pinned.
 
-Punctual parses expressions with croniter but computes ticks with its own per-day
-model, because croniter's answers on these days differ from the Vixie cron rule.
-These tests record the differences found. If one fails after a croniter upgrade,
-croniter changed: re-check whether Punctual could lean on it again.
+Punctual used croniter to parse expressions and still uses none of its tick search,
+because croniter's answers differ from cronie's rules: on daylight-saving days, and
+in reading the fields (`5-5` is the whole field; `*,5` expands to a list mixing `*`
+with numbers). Punctual now reads the text itself (its `H` values are croniter's,
+see test_cron_hashing.py). These tests record the differences found. If one fails
+after a croniter upgrade, croniter changed: re-check whether Punctual could lean on
+it again.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from zoneinfo import ZoneInfo
 import pytest
 from croniter import croniter
 
-from punctual.core.schedules import parse_schedule
+from punctual.core.schedules import parse_fields, parse_schedule
 
 
 def croniter_next(expression: str, zone: str, start: str, count: int) -> list[str]:
@@ -36,7 +39,7 @@ def punctual_next(expression: str, zone: str, start: str, count: int) -> list[st
 
 
 @pytest.mark.parametrize(
-    ("expression", "zone", "start", "croniter_says", "vixie_says"),
+    ("expression", "zone", "start", "croniter_says", "cronie_says"),
     [
         pytest.param(
             "30 1 * * *",
@@ -72,11 +75,11 @@ def punctual_next(expression: str, zone: str, start: str, count: int) -> list[st
         ),
     ],
 )
-def test_croniter_departs_from_vixie_cron(
-    expression: str, zone: str, start: str, croniter_says: list[str], vixie_says: list[str]
+def test_croniter_departs_from_cronie(
+    expression: str, zone: str, start: str, croniter_says: list[str], cronie_says: list[str]
 ) -> None:
     assert croniter_next(expression, zone, start, len(croniter_says)) == croniter_says
-    assert punctual_next(expression, zone, start, len(vixie_says)) == vixie_says
+    assert punctual_next(expression, zone, start, len(cronie_says)) == cronie_says
 
 
 @pytest.mark.parametrize(
@@ -105,8 +108,29 @@ def test_croniter_departs_from_vixie_cron(
         ),
     ],
 )
-def test_croniter_agrees_with_vixie_cron(
+def test_croniter_agrees_with_cronie(
     expression: str, zone: str, start: str, both_say: list[str]
 ) -> None:
     assert croniter_next(expression, zone, start, len(both_say)) == both_say
     assert punctual_next(expression, zone, start, len(both_say)) == both_say
+
+
+@pytest.mark.parametrize(
+    ("expression", "position", "attribute", "cronie_says"),
+    [
+        ("5-5 * * * *", 0, "minutes", (5,)),
+        ("0 9-9 * * *", 1, "hours", (9,)),
+    ],
+)
+def test_croniter_reads_a_one_value_range_as_the_whole_field(
+    expression: str, position: int, attribute: str, cronie_says: tuple[int, ...]
+) -> None:
+    expanded, _ = croniter.expand(expression)
+    assert expanded[position] == ["*"]
+    assert getattr(parse_fields(expression), attribute) == cronie_says
+
+
+def test_croniter_expands_a_list_with_a_star_to_a_mixed_list() -> None:
+    expanded, _ = croniter.expand("*,5 * * * *")
+    assert expanded[0] == ["*", 5]  # which Punctual's old reading failed on
+    assert len(parse_fields("*,5 * * * *").minutes) == 60

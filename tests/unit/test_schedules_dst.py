@@ -1,8 +1,10 @@
-"""Daylight-saving days, as in Vixie cron/cronie, in zones with different shifts.
+"""Daylight-saving days, as in cronie, in zones with different shifts.
 
-Fixed hour (not starting with `*`): once, at the first occurrence, on a fall-back
-day; moved to the first instant after the gap on a spring-forward day.
-Periodic hour (`*`, `*/n`): every real occurrence; wall times in a gap are skipped.
+Wildcard (the minute or the hour starts with `*`, or `H/`; cronie's MIN_STAR |
+HR_STAR): every real occurrence; wall times in a gap are skipped.
+Fixed (anything else; the seconds field never counts): once, at the first
+occurrence, on a fall-back day; moved to the first instant after the gap on a
+spring-forward day.
 
 2026 changes used below (checked against zoneinfo):
   America/New_York     2026-03-08 02:00 EST -> 03:00 EDT;  2026-11-01 02:00 EDT -> 01:00 EST
@@ -81,9 +83,38 @@ DST_CASES = [
             "2026-11-01T01:00:00-04:00",
             "2026-11-01T01:20:00-04:00",
             "2026-11-01T01:40:00-04:00",
+            "2026-11-01T01:00:00-05:00",
+            "2026-11-01T01:20:00-05:00",
+            "2026-11-01T01:40:00-05:00",
             "2026-11-02T01:00:00-05:00",
         ],
-        id="New York fall back, fixed hour with stepped minutes: first hour only",
+        id="New York fall back, fixed hour but stepped minutes: wildcard, both hours",
+    ),
+    pytest.param(
+        "0,20,40 1 * * *",
+        "America/New_York",
+        "2026-11-01T00:50:00-04:00",
+        [
+            "2026-11-01T01:00:00-04:00",
+            "2026-11-01T01:20:00-04:00",
+            "2026-11-01T01:40:00-04:00",
+            "2026-11-02T01:00:00-05:00",
+        ],
+        id="New York fall back, fixed hour and listed minutes: first hour only",
+    ),
+    pytest.param(
+        "5,* 1 * * *",
+        "America/New_York",
+        "2026-11-01T01:58:00-04:00",
+        ["2026-11-01T01:59:00-04:00", "2026-11-02T01:00:00-05:00"],
+        id="New York fall back, every minute written 5,*: not a star first, so fixed",
+    ),
+    pytest.param(
+        "*,5 1 * * *",
+        "America/New_York",
+        "2026-11-01T01:58:00-04:00",
+        ["2026-11-01T01:59:00-04:00", "2026-11-01T01:00:00-05:00"],
+        id="New York fall back, every minute written *,5: a star first, so wildcard",
     ),
     pytest.param(
         "30 2 * * *",
@@ -182,6 +213,20 @@ DST_CASES = [
         id="Berlin spring forward, stepped hour: 02:30 skipped, not moved",
     ),
     pytest.param(
+        "*/30 2 * * *",
+        "Europe/Berlin",
+        "2026-03-28T12:00:00+01:00",
+        ["2026-03-30T02:00:00+02:00", "2026-03-30T02:30:00+02:00"],
+        id="Berlin spring forward, fixed hour but stepped minutes: wildcard, skipped",
+    ),
+    pytest.param(
+        "0,30 2 * * *",
+        "Europe/Berlin",
+        "2026-03-28T12:00:00+01:00",
+        ["2026-03-29T03:00:00+02:00", "2026-03-30T02:00:00+02:00"],
+        id="Berlin spring forward, fixed hour and listed minutes: once at 03:00",
+    ),
+    pytest.param(
         "30 2 * * *",
         "Europe/Berlin",
         "2026-03-28T12:00:00+01:00",
@@ -246,6 +291,20 @@ DST_CASES = [
         id="seconds field, New York fall back, fixed hour: first 01:59:59 only",
     ),
     pytest.param(
+        "*/30 30 1 * * *",
+        "America/New_York",
+        "2026-11-01T00:00:00-04:00",
+        ["2026-11-01T01:30:00-04:00", "2026-11-01T01:30:30-04:00", "2026-11-02T01:30:00-05:00"],
+        id="seconds field stepped, fixed minute and hour: the seconds do not make it wildcard",
+    ),
+    pytest.param(
+        "0 */30 1 * * *",
+        "America/New_York",
+        "2026-11-01T01:20:00-04:00",
+        ["2026-11-01T01:30:00-04:00", "2026-11-02T01:00:00-05:00", "2026-11-02T01:30:00-05:00"],
+        id="seconds field, stepped minute: in 6 fields the hour alone decides: fixed, once",
+    ),
+    pytest.param(
         "*/20 59 1,2,3 * * *",
         "America/New_York",
         "2026-03-08T01:59:30-05:00",
@@ -297,8 +356,11 @@ def test_count_agrees_with_the_listed_ticks(
         pytest.param("*/15 * * * *", "Australia/Lord_Howe", "2026-10-04", 23.5, 94, id="LH 23.5"),
         pytest.param("* * * * * *", "Europe/Berlin", "2026-10-25", 25, 90000, id="Berlin 25h s"),
         pytest.param("* * * * * *", "Europe/Berlin", "2026-03-29", 23, 82800, id="Berlin 23h s"),
-        pytest.param("* * 2 * * *", "Europe/Berlin", "2026-03-29", 23, 1, id="Berlin gap hour s"),
-        pytest.param("* * 2 * * *", "Europe/Berlin", "2026-10-25", 25, 3600, id="Berlin fold s"),
+        # 6 fields: the hour alone decides, so a starred minute under a fixed hour is fixed.
+        pytest.param("* * 2 * * *", "Europe/Berlin", "2026-03-29", 23, 1, id="Berlin gap *"),
+        pytest.param("* * 2 * * *", "Europe/Berlin", "2026-10-25", 25, 3600, id="Berlin fold *"),
+        pytest.param("* 0-59 2 * * *", "Europe/Berlin", "2026-03-29", 23, 1, id="gap 0-59"),
+        pytest.param("* 0-59 2 * * *", "Europe/Berlin", "2026-10-25", 25, 3600, id="fold 0-59"),
         pytest.param("* * */2 * * *", "Europe/Berlin", "2026-10-25", 25, 46800, id="Berlin 2h s"),
     ],
 )

@@ -16,8 +16,11 @@ from punctual.core.schedules import (
     parse_schedule,
     uses_hash,
 )
+from punctual.core.schedules.explaining import FIXED_ON_CLOCK_CHANGES, WILDCARD_ON_CLOCK_CHANGES
 
 START = datetime(2026, 11, 25, 10, 0, tzinfo=UTC)  # a Wednesday
+FIXED = FIXED_ON_CLOCK_CHANGES
+WILDCARD = WILDCARD_ON_CLOCK_CHANGES
 
 
 def upcoming(expression: str, count: int = 3, *, uid: str | None = None) -> list[str]:
@@ -72,14 +75,20 @@ def test_six_fields_lead_with_seconds() -> None:
         pytest.param("0 0 * * 5", ["2026-11-27", "2026-12-04"], id="weekday only"),
         pytest.param("0 0 13 * *", ["2026-12-13", "2027-01-13"], id="day only"),
         pytest.param("0 0 13 * ?", ["2026-12-13"], id="day only, question mark weekday"),
-        pytest.param("0 0 1-31 * 5", ["2026-11-27", "2026-12-04"], id="every day is unrestricted"),
+        pytest.param(
+            "0 0 1-31 * 5",
+            ["2026-11-26", "2026-11-27", "2026-11-28"],
+            id="1-31 does not start with a star: either matches, so every day",
+        ),
         pytest.param("0 0 ? * 5", ["2026-11-27", "2026-12-04"], id="question mark day"),
-        pytest.param("0 0 */2 * 5", ["2026-11-27", "2026-11-29", "2026-12-01"], id="stepped day"),
+        pytest.param(
+            "0 0 */2 * 5",
+            ["2026-11-27", "2026-12-11", "2026-12-25", "2027-01-01"],
+            id="a stepped star day makes both match: odd-numbered Fridays",
+        ),
     ],
 )
-def test_day_of_month_or_day_of_week_when_both_are_restricted(
-    expression: str, expected: list[str]
-) -> None:
+def test_day_of_month_and_day_of_week_follow_cronie(expression: str, expected: list[str]) -> None:
     assert [tick[:10] for tick in upcoming(expression, len(expected))] == expected
 
 
@@ -106,15 +115,21 @@ def test_day_of_month_or_day_of_week_when_both_are_restricted(
         ("0 0 30,31 2 *", "days 30 and 31 never occur in February"),
         ("0 0 31 2,4,6 *", "day 31 never occurs in February, April or June"),
         ("R * * * *", "R (random) is not supported"),
-        ("0 0 * * 5#2", "'#' (nth weekday of the month) is not supported"),
-        ("0 0 15W * *", "W (nearest weekday) is not supported"),
-        ("0 0 * * 5L", "day-of-week value '5l' is not a number or a name"),
-        ("? * * * *", "'?' is only allowed in the day fields, not minute"),
+        ("0 0 * * 5#6", "day-of-week '5#6': the week after # must be 1 to 5"),
+        ("0 0 1-5W * *", "day-of-month '1-5W': W takes one day, not a range"),
+        ("0 0 L * *", None),
+        ("0 0 * * L", "day-of-week L needs a weekday before it"),
+        ("? * * * *", "minute field '?': '?' is only allowed in the day fields"),
+        ("5-1 * * * *", "minute range 5-1 is reversed"),
+        ("H,5 * * * *", "minute field 'H,5' is not understood: H must be the whole field"),
         ("H(0-99) * * * *", "minute 99 is out of range 0-59"),
         ("H(9-3) * * * *", "minute range H(9-3) is empty"),
     ],
 )
-def test_invalid_expressions_say_what_is_wrong(expression: str, problem: str) -> None:
+def test_invalid_expressions_say_what_is_wrong(expression: str, problem: str | None) -> None:
+    if problem is None:  # valid, listed beside its invalid neighbours
+        parse_fields(expression)
+        return
     with pytest.raises(ScheduleError) as caught:
         parse_fields(expression, uid="uid-1")
     assert caught.value.field == "schedule"
@@ -161,13 +176,13 @@ class TestHashedFields:
         fields = parse_fields("H/15 * * * *", uid="uid-7")
         assert len(fields.minutes) == 4
         assert {b - a for a, b in zip(fields.minutes, fields.minutes[1:], strict=False)} == {15}
-        assert fields.periodic_hour
+        assert fields.wildcard
 
     def test_range_stays_in_range(self) -> None:
         for n in range(30):
             fields = parse_fields("H(0-29) 2 * * *", uid=f"uid-{n}")
             assert len(fields.minutes) == 1 and 0 <= fields.minutes[0] <= 29
-            assert not fields.periodic_hour
+            assert not fields.wildcard
 
     def test_macros_do_not_hash(self) -> None:
         assert parse_fields("@daily", uid="uid-1").minutes == (0,)
@@ -177,12 +192,28 @@ class TestHashedFields:
 
 
 @pytest.mark.parametrize(
-    ("hour_field", "periodic"),
-    [("*", True), ("*/2", True), ("*/1", True), ("H/3", True), ("2", False), ("1-5", False),
-     ("0-23/2", False), ("H", False), ("1,13", False)],
+    ("minute_field", "hour_field", "wildcard"),
+    [("0", "*", True), ("0", "*/2", True), ("0", "*/1", True), ("0", "H/3", True),
+     ("0", "*,5", True), ("*/5", "2", True), ("*", "2", True), ("H/15", "2", True),
+     ("0", "2", False), ("0", "1-5", False), ("0", "0-23/2", False), ("0", "H", False),
+     ("0", "1,13", False), ("0-59", "2", False), ("5,*", "2", False), ("0", "5,*", False),
+     ("H", "2", False), ("0", "H(0-11)/2", False)],
 )  # fmt: skip
-def test_periodic_hour_means_starting_with_a_star(hour_field: str, periodic: bool) -> None:
-    assert parse_fields(f"0 {hour_field} * * *", uid="u").periodic_hour is periodic
+def test_wildcard_means_the_minute_or_the_hour_starts_with_a_star(
+    minute_field: str, hour_field: str, wildcard: bool
+) -> None:
+    assert parse_fields(f"{minute_field} {hour_field} * * *", uid="u").wildcard is wildcard
+
+
+@pytest.mark.parametrize(
+    ("expression", "wildcard"),
+    [("*/10 30 2 * * *", False), ("* 30 2 * * *", False), ("0 */10 2 * * *", False),
+     ("0 0 * * * *", True), ("0 0 */2 * * *", True), ("0 0 2 * * *", False)],
+)  # fmt: skip
+def test_in_six_fields_the_hour_alone_makes_a_schedule_wildcard(
+    expression: str, wildcard: bool
+) -> None:
+    assert parse_fields(expression).wildcard is wildcard
 
 
 class TestJitter:
@@ -202,7 +233,12 @@ class TestJitter:
 @pytest.mark.parametrize(
     ("expression", "zone", "sentence"),
     [
-        ("0 2 * * *", "Europe/Berlin", "At 02:00, every day, in Europe/Berlin."),
+        ("0 2 * * *", "Europe/Berlin", "At 02:00, every day, in Europe/Berlin. " + FIXED),
+        ("0 */2 * * *", "Europe/Berlin",
+         "At minute 0, in every 2nd hour, in Europe/Berlin. " + WILDCARD),
+        ("*/30 2 * * *", "America/New_York",
+         "At 02:00 and 02:30, every day, in America/New_York. " + WILDCARD),
+        ("0 2 * * *", "Asia/Kolkata", "At 02:00, every day, in Asia/Kolkata."),
         ("*/15 * * * *", "UTC", "Every 15 minutes."),
         ("* * * * *", "UTC", "Every minute."),
         ("30 * * * *", "UTC", "At minute 30 of every hour."),

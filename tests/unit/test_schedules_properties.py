@@ -1,9 +1,11 @@
 """Property tests: the tick math against a brute-force walk of every minute or second.
 
-Each example draws cron fields, a zone and a span (mostly around a daylight-saving
-change, where mistakes live), then compares Punctual's enumeration, previous tick
-and computed count with `cron_reference`, which walks every step and applies the
-fields and the Vixie rule directly.
+Each example draws cron fields (plain cron, cronie's corners such as `5-5`, `*,5`
+and `*/100,1-7`, and the extensions L, L-n, LW, nW, dL, d#n), a zone and a span
+(mostly around a daylight-saving change, where mistakes live, in zones that shift
+by an hour, by 30 minutes, at -3:30, at +12:45 and at midnight), then compares
+Punctual's enumeration, previous tick and computed count with `cron_reference`,
+which walks every step and applies the fields and cronie's rules directly.
 """
 
 from __future__ import annotations
@@ -35,13 +37,13 @@ def check_against_reference(drawn: Drawn) -> None:
             assert ticks.next_tick(middle) == later
 
 
-@settings(FAST, max_examples=150)
+@settings(FAST, max_examples=250)
 @given(drawn_schedules())
 def test_minute_schedules_match_a_walk_of_every_minute(drawn: Drawn) -> None:
     check_against_reference(drawn)
 
 
-@settings(FAST, max_examples=50)
+@settings(FAST, max_examples=80)
 @given(drawn_schedules(seconds=True))
 def test_second_schedules_match_a_walk_of_every_second(drawn: Drawn) -> None:
     check_against_reference(drawn)
@@ -60,12 +62,21 @@ def test_counting_adds_up(drawn: Drawn, first: float, second: float) -> None:
     ) + ticks.count_ticks(middle_b, drawn.until) == ticks.count_ticks(drawn.after, drawn.until)
 
 
-@settings(FAST, max_examples=40)
+LONG_SPAN_EXPRESSIONS = [
+    "0 2 * * *", "30 1 * * *", "15 */3 * * *", "0 0 L * *", "0 9 13 * 5", "0 0 29 2 *",
+    "30 2 LW * *", "*/30 1 * * 0#1", "15 2 * * 0L", "0 3 15W * *", "45 1 L-2 * *",
+    "*/20 2 */100,1-7 * 0", "0 0 * 2 2#5", "30 0 1W * *", "0 2 * * 0#2",
+]  # fmt: skip
+LONG_SPAN_ZONES = [
+    "Europe/Berlin", "America/New_York", "Australia/Lord_Howe", "America/St_Johns",
+    "Asia/Kolkata", "Pacific/Chatham", "Asia/Tehran", "UTC",
+]  # fmt: skip
+
+
+@settings(FAST, max_examples=60)
 @given(
-    st.sampled_from(
-        ["0 2 * * *", "30 1 * * *", "15 */3 * * *", "0 0 L * *", "0 9 13 * 5", "0 0 29 2 *"]
-    ),
-    st.sampled_from(["Europe/Berlin", "America/New_York", "Australia/Lord_Howe", "UTC"]),
+    st.sampled_from(LONG_SPAN_EXPRESSIONS),
+    st.sampled_from(LONG_SPAN_ZONES),
     st.integers(0, 3 * 365 * 86400),
     st.integers(1, 4 * 365),
 )

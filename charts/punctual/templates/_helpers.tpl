@@ -47,6 +47,14 @@ app.kubernetes.io/part-of: punctual
 {{- end }}
 
 {{/* The Fence the leader raises beside its Lease (the operator's name for it). */}}
+{{/*
+The label value of this release's Jobs (punctual.dev/installation): 16 hex of the sha256 of
+"<lease namespace>/<lease name>", as the operator computes it (core.jobs.installation_label).
+*/}}
+{{- define "punctual.installationLabel" -}}
+{{- printf "%s/%s" .Release.Namespace (include "punctual.leaseName" .) | sha256sum | trunc 16 }}
+{{- end }}
+
 {{- define "punctual.fenceName" -}}
 punctual-fence
 {{- end }}

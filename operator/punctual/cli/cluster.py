@@ -133,6 +133,13 @@ def add_run_command(subparsers: Any) -> None:
         default=os.environ.get("PUNCTUAL_FENCE", defaults.fence),
     )
     add(
+        "--class",
+        "PUNCTUAL_CLASS",
+        "fire only the CronSchedules whose spec.className is this; unset: those without a "
+        "className (run two installations side by side with different classes)",
+        dest="class_name",
+    )
+    add(
         "--log-format",
         "PUNCTUAL_LOG_FORMAT",
         "log lines as text or one JSON object each",
@@ -168,6 +175,7 @@ def _run(arguments: argparse.Namespace, context: _Context) -> int:
         log_format=arguments.log_format,
         fence=arguments.fence or None,
         metrics_port=arguments.metrics_port or None,
+        class_name=arguments.class_name or None,
     )
     problem = _problem_with(options)
     if problem is not None:

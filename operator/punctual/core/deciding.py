@@ -140,6 +140,9 @@ class Leadership:
 
     epoch: int
     identity: str
+    # The installation (its Lease, "namespace/name"), written in status with every claim
+    # and labelled on every Job; None: not recorded (tests, single installations).
+    installation: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,6 +265,8 @@ def _decide_firings(
         last_trigger=trigger.request if trigger is not None else old.last_trigger,
         now=now,
     )
+    if leadership.installation is not None:
+        new = new.model_copy(update={"installation": leadership.installation})
     new_status = dump_status(new)
     deferral = _deferral(schedule, plan, draft, new_status, in_flight, ahead, fresh, replace, prune)
     release, release_needs_status = _release(schedule)
@@ -568,6 +573,7 @@ def _job_to_create(
             epoch=leadership.epoch,
             leader=leadership.identity,
             trigger=candidate.request,
+            installation=leadership.installation,
         ),
     )
 

@@ -36,6 +36,8 @@ ANNOTATION_LEADER: Final = f"{GROUP}/leader"
 ANNOTATION_TRIGGER: Final = f"{GROUP}/trigger"  # on a Job: the manual request it answers
 # Holds a Job until its firing is recorded in the written status (see the module docstring).
 FINALIZER: Final = f"{GROUP}/record-firing"
+# Which installation created a Job: its fencing binding admits only its own Jobs.
+LABEL_INSTALLATION: Final = f"{GROUP}/installation"
 
 
 class JobState(StrEnum):
@@ -124,6 +126,7 @@ def build_job(
     epoch: int,
     leader: str,
     trigger: str | None = None,
+    installation: str | None = None,
 ) -> dict[str, Any]:
     """The Job for one firing: the template, plus Punctual's labels, annotations and owner."""
     meta = schedule["metadata"]
@@ -131,6 +134,8 @@ def build_job(
     template_meta = template.get("metadata") or {}
     labels = dict(template_meta.get("labels") or {})
     labels.update({LABEL_SCHEDULE: meta["name"], LABEL_SCHEDULE_UID: meta["uid"]})
+    if installation is not None:
+        labels[LABEL_INSTALLATION] = installation_label(installation)
     annotations = dict(template_meta.get("annotations") or {})
     annotations.update(
         {
@@ -163,6 +168,12 @@ def build_job(
         },
         "spec": template.get("spec") or {},
     }
+
+
+def installation_label(installation: str) -> str:
+    """A label value for an installation ("namespace/lease"): 16 hex of its sha256, which
+    the chart computes the same way for its fencing binding's selector."""
+    return hashlib.sha256(installation.encode()).hexdigest()[:16]
 
 
 def owned_by(body: Mapping[str, Any], schedule_uid: str) -> bool:

@@ -89,6 +89,7 @@ class CronScheduleSpec(_ApiModel):
     concurrency_policy: ConcurrencyPolicy = ConcurrencyPolicy.ALLOW
     suspend: bool = False
     jitter_seconds: int = Field(default=0, ge=0, le=3600)
+    class_name: str | None = Field(default=None, min_length=1, max_length=63)
     successful_jobs_history_limit: int = Field(default=3, ge=0, le=100)
     failed_jobs_history_limit: int = Field(default=1, ge=0, le=100)
     job_template: dict[str, Any] = Field(default_factory=dict)
@@ -152,6 +153,7 @@ class CronScheduleStatus(_ApiModel):
     observed_generation: int | None = None
     active_count: int | None = None
     last_trigger: str | None = None  # the last manual trigger request handled
+    installation: str | None = None  # the installation that fires it: "namespace/lease"
 
     @property
     def cursor(self) -> datetime | None:

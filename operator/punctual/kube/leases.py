@@ -206,13 +206,7 @@ class LeaderElector:
         )
 
     def _server_now(self) -> datetime | None:
-        """The API server's time, when this replica knows it to a second."""
-        clock = self._clock
-        if not isinstance(clock, ServerClock):
-            return None
-        if clock.samples < 3 or clock.uncertainty > timedelta(seconds=1):
-            return None
-        return clock.now()
+        return _known_server_time(self._clock)
 
     async def attempt(self) -> bool:
         """One round: create, renew or take over the Lease if allowed. Returns is_leader()."""
@@ -354,6 +348,62 @@ class LeaderElector:
             logger.info("released Lease %s", self.config.name)
         except ApiError as error:
             logger.warning("releasing Lease %s failed: %s", self.config.name, error)
+
+
+class Installations:
+    """Whether another installation is alive, judged by its Lease as a standby judges it.
+
+    An installation is named by its Lease ("namespace/name"). It is gone when its Lease is
+    missing or released, or has been seen unchanged for its duration on this replica's
+    monotonic clock (or is past its renewTime plus duration by the API server's clock).
+    When the Lease cannot be read (RBAC, an error), the answer is "alive": never fight.
+    """
+
+    # One read of a Lease answers for every schedule that asks within this many seconds.
+    REREAD = 2.0
+
+    def __init__(self, api: Api, *, clock: Clock, monotonic: Monotonic = monotonic) -> None:
+        self.api = api
+        self._clock = clock
+        self._monotonic = monotonic
+        self._seen: dict[str, Observation] = {}
+        self._answers: dict[str, tuple[float, bool]] = {}  # installation -> (read at, alive)
+
+    async def alive(self, installation: str) -> bool:
+        now = self._monotonic()
+        answer = self._answers.get(installation)
+        if answer is not None and now - answer[0] < self.REREAD:
+            return answer[1]
+        alive = await self._read(installation)
+        self._answers[installation] = (now, alive)
+        return alive
+
+    async def _read(self, installation: str) -> bool:
+        namespace, _, name = installation.partition("/")
+        path = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}"
+        try:
+            lease = await self.api.get(path)
+        except NotFound:
+            self._seen.pop(installation, None)
+            return False
+        except ApiError as error:
+            logger.warning("reading the Lease of installation %s: %s", installation, error)
+            return True
+        record = LeaseRecord.from_body(lease, 15.0)
+        if record.holder == "":
+            return False
+        now = self._monotonic()
+        self._seen[installation] = seen = observe(self._seen.get(installation), record, now)
+        return not expired(seen, now, _known_server_time(self._clock))
+
+
+def _known_server_time(clock: Clock) -> datetime | None:
+    """The API server's time, when this replica knows it to a second."""
+    if not isinstance(clock, ServerClock):
+        return None
+    if clock.samples < 3 or clock.uncertainty > timedelta(seconds=1):
+        return None
+    return clock.now()
 
 
 def _parse_micro_time(value: object) -> datetime | None:

@@ -45,6 +45,9 @@ class Options:
     log_format: str = "text"  # or "json"
     metrics_port: int | None = 8080  # None: no HTTP endpoint
     fence: str | None = "punctual-fence"  # None: no Fence for the admission policy
+    # Which schedules this installation fires: those whose spec.className is this (None:
+    # those without a className).
+    class_name: str | None = None
 
     def lease_config(self, namespace: str) -> LeaseConfig:
         """The Lease these options describe, in `namespace` (ValueError if inconsistent)."""

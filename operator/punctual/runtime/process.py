@@ -23,14 +23,14 @@ from punctual.core.jobs import JobSnapshot
 from punctual.kube.applying import Applier
 from punctual.kube.client import ApiError, KubeClient, load_credentials
 from punctual.kube.events import EventRecorder
-from punctual.kube.leases import LeaderElector
+from punctual.kube.leases import Installations, LeaderElector
 from punctual.kube.ratelimiting import RateLimiter
 from punctual.kube.watching import make_registry, new_indexers, quiet_kopf, watch
 from punctual.metrics import Metrics, serve
 from punctual.runtime.calibrating import calibrate
 from punctual.runtime.logs import configure_logging
 from punctual.runtime.options import Options, default_identity
-from punctual.runtime.reconciling import Reconciler
+from punctual.runtime.reconciling import Installation, Reconciler
 from punctual.runtime.scheduling import Key, SchedulerLoop
 from punctual.runtime.supervision import Fatal, first_failure, install_stop_signals
 from punctual.runtime.view import LeaderView
@@ -76,6 +76,11 @@ class Operator:
             clock=clock,
             status_delay=timedelta(seconds=options.status_delay),
             forget=self.loop.forget,
+            installation=Installation(
+                f"{lease_namespace}/{options.lease_name}", options.class_name
+            ),
+            others=Installations(api, clock=clock),
+            events=self.events,
         )
         self.synced = asyncio.Event()  # the first schedule event: indices are complete
         self.watching = asyncio.Event()  # kopf has started its watches (readiness)
@@ -133,6 +138,7 @@ class Operator:
             self.elector.epoch if leading and self.elector.epoch is not None else -1
         )
         self.metrics.schedules.set(len(self.view.schedule_keys()))
+        self.metrics.conflicts.set(len(self.reconciler.conflicts) if leading else 0)
         self.metrics.clock_offset.set(self.clock.offset.total_seconds())
         self.metrics.clock_uncertainty.set(self.clock.uncertainty.total_seconds())
 

@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from punctual.clocks import Clock
-from punctual.core.deciding import Decision, Leadership, decide
+from punctual.core.deciding import Decision, EventNote, Leadership, decide
 from punctual.core.deferring import defer
+from punctual.core.ownership import Ownership, owner_of, ownership
 from punctual.kube.applying import Applied, NotLeader, schedule_path
 from punctual.kube.client import Api, ApiError, NotFound, Unavailable
 from punctual.runtime.scheduling import Key
@@ -28,6 +30,16 @@ logger = logging.getLogger("punctual")
 
 UNAVAILABLE_RETRY = timedelta(seconds=2)
 ATTEMPTS = 3  # one pass, and at most two more after 409 Conflicts
+# How often a schedule another live installation owns is looked at again.
+CONFLICT_RECHECK = timedelta(seconds=10)
+
+
+@dataclass(frozen=True, slots=True)
+class Installation:
+    """This installation: its name (its Lease, "namespace/name") and its class."""
+
+    name: str
+    class_name: str | None = None
 
 
 class Leading(Protocol):
@@ -40,6 +52,18 @@ class Leading(Protocol):
     def identity(self) -> str: ...
 
     def is_leader(self) -> bool: ...
+
+
+class Judging(Protocol):
+    """Whether another installation is alive (kube.leases.Installations)."""
+
+    async def alive(self, installation: str) -> bool: ...
+
+
+class Reporting(Protocol):
+    """Where Events about a schedule go (kube.events.EventRecorder)."""
+
+    def post(self, obj: Mapping[str, Any], note: EventNote) -> None: ...
 
 
 class Applying(Protocol):
@@ -61,6 +85,9 @@ class Reconciler:
         clock: Clock,
         status_delay: timedelta,
         forget: Callable[[Key], None],
+        installation: Installation | None = None,
+        others: Judging | None = None,
+        events: Reporting | None = None,
     ) -> None:
         self.api = api
         self.view = view
@@ -69,6 +96,10 @@ class Reconciler:
         self.clock = clock
         self.status_delay = status_delay
         self.forget = forget  # the scheduler loop drops a deleted schedule
+        self.installation = installation
+        self.others = others
+        self.events = events
+        self.conflicts: dict[Key, str] = {}  # schedules another live installation fires
 
     async def __call__(self, key: Key) -> datetime | None:
         """One pass; returns when to look at the schedule again (None: when notified)."""
@@ -85,12 +116,21 @@ class Reconciler:
             epoch = self.elector.epoch
             if epoch is None:
                 return None
+            mine = await self._ownership(key, body)
+            if mine is Ownership.OTHER_CLASS:
+                return None
+            if mine is Ownership.CONFLICT:
+                return self.clock.now() + CONFLICT_RECHECK
             uid = body["metadata"]["uid"]
             decision = decide(
                 body,
                 self.view.jobs(uid),
                 now=self.clock.now(),
-                leadership=Leadership(epoch=epoch, identity=self.elector.identity),
+                leadership=Leadership(
+                    epoch=epoch,
+                    identity=self.elector.identity,
+                    installation=None if self.installation is None else self.installation.name,
+                ),
             )
             if decision.status is None:
                 self.view.unwritten_since.pop(key, None)
@@ -127,6 +167,35 @@ class Reconciler:
                 logger.warning("%s/%s: re-reading after a conflict: %s", *key, error)
                 return self._later()
         return self._later()
+
+    async def _ownership(self, key: Key, body: Mapping[str, Any]) -> Ownership:
+        """Whether this installation fires the schedule; a conflict is reported once, when
+        it begins, and its end (the other installation gone) once too."""
+        if self.installation is None:
+            return Ownership.MINE
+        owner = owner_of(body)
+        alive = None
+        if owner is not None and owner != self.installation.name and self.others is not None:
+            alive = await self.others.alive(owner)
+        mine = ownership(
+            body,
+            installation=self.installation.name,
+            class_name=self.installation.class_name,
+            owner_alive=alive,
+        )
+        if mine is Ownership.CONFLICT and owner is not None:
+            if self.conflicts.get(key) != owner:
+                self.conflicts[key] = owner
+                message = (
+                    f"installation {owner} fires this schedule and is alive; "
+                    f"{self.installation.name} writes nothing to it"
+                )
+                logger.warning("%s/%s: %s", *key, message)
+                if self.events is not None:
+                    self.events.post(body, EventNote("Warning", "Conflict", message))
+        elif self.conflicts.pop(key, None) is not None:
+            logger.info("%s/%s: the conflict is over (%s)", *key, mine.value)
+        return mine
 
     async def _release_all(self, uid: str) -> None:
         """A deleted schedule's Jobs: no claim of it is left to protect, so none is held

@@ -4,7 +4,7 @@ Why it exists: every decision Punctual makes starts with "which ticks does this
 schedule have between these two instants?". This package answers that question and
 only that one, in four rooms: `parsing` (text to expanded fields), `zones` (local
 days cut where the UTC offset changes), `ticks` (next, previous and how many, under
-the daylight-saving rule, without walking) and `explaining` (one English sentence).
+the daylight-saving rule, without walking) and `explaining` (one line of English).
 
 What it must never do: read the clock, talk to the API server, know of the
 CronSchedule resource, report bad user input any other way than by raising
@@ -45,9 +45,11 @@ saving) plus a few extensions:
   schedule's uid exactly as croniter 7 did (crc32 of the uid; day-of-week H picks
   from 0-6). `R` (random) is refused: it is not deterministic.
 * Daylight saving, as in cronie: a schedule is "wildcard" when its minute or hour
-  field starts with `*` (cronie's MIN_STAR | HR_STAR) or with `H/`; otherwise it is
-  "fixed". In 6-field expressions the seconds field never makes a schedule wildcard
-  (`*/10 30 2 * * *` is fixed: the seconds of 02:30 run once on a fall-back day).
+  field starts with `*` (cronie's MIN_STAR | HR_STAR) or with `H/` (`H(a-b)/n` does
+  not count, as before); otherwise it is "fixed". 6-field expressions keep the rule
+  they had before Punctual followed cronie here: the hour field alone decides, and the
+  seconds and minute fields never make them wildcard (`*/10 30 2 * * *` and
+  `0 */30 1 * * *` are fixed: their times run once on a fall-back day).
   On a fall-back day a fixed schedule runs once per wall time, at its first
   occurrence; a wildcard one at every real occurrence (both 01:30s). Wall times that
   do not exist on a spring-forward day run a fixed schedule once, at the first
@@ -61,7 +63,8 @@ is right for a `*` hour (skipped) and for a fixed hour (moved to the end of the
 gap), but a stepped hour such as `*/2` is moved as if it were fixed; on fall-back
 days it runs fixed-hour schedules at both occurrences; and across a 30-minute
 fall-back (Lord_Howe) it can skip real second occurrences of a `*` hour. It also
-reads `5-5` as the whole field and fails on `*,5`. So croniter is not used at all:
+reads `5-5` as the whole field and expands `*,5` to a list mixing `*` with numbers
+(which Punctual's old reading of it failed on). So croniter is not used at all:
 `parsing` reads the text, and ticks come from a per-day model of our own: each local
 day cut where the UTC offset changes, the time fields as sorted lists, and each
 month's matching days from a table per month shape (weekday of the 1st, length). The

@@ -1,7 +1,9 @@
-"""Explaining a cron expression in one English sentence.
+"""Explaining a cron expression in one line of English.
 
 Why it exists: `punctual explain` and the `InvalidSpec`-free path of `kubectl get`
-let a user check what a schedule means before it fires.
+let a user check what a schedule means before it fires: its times, its days (under
+cronie's day-of-month/day-of-week rule and the L, W and # extensions) and, in a zone
+that changes its clocks, what it does on those days (fixed or wildcard).
 
 What it must never do: decide anything; it only words what parsing expanded.
 """
@@ -17,12 +19,26 @@ from punctual.core.schedules.parsing import (
     ordinal_word,
 )
 from punctual.core.schedules.ticks import parse_schedule
+from punctual.core.schedules.zones import changes_clocks
+
+# The daylight-saving rule, worded for the two kinds of schedule (see the package).
+FIXED_ON_CLOCK_CHANGES = (
+    "When clocks change, a repeated time runs once, and skipped times run once, right "
+    "after the change."
+)
+WILDCARD_ON_CLOCK_CHANGES = (
+    "When clocks change, a repeated time runs each time it occurs, and skipped times do not run."
+)
 
 
 def explain(expression: str, *, time_zone: str = "UTC", uid: str | None = None) -> str:
-    """One English sentence for a schedule: "At 02:00, every day, in Europe/Berlin."."""
+    """One line for a schedule: "At 02:00, every day, in Europe/Berlin. When clocks..."."""
     ticks = parse_schedule(expression, time_zone=time_zone, uid=uid)
-    return describe(ticks.fields, ticks.zone.key)
+    sentence = describe(ticks.fields, ticks.zone.key)
+    if not changes_clocks(ticks.zone):
+        return sentence
+    rule = WILDCARD_ON_CLOCK_CHANGES if ticks.fields.wildcard else FIXED_ON_CLOCK_CHANGES
+    return f"{sentence} {rule}"
 
 
 def describe(fields: CronFields, zone_name: str = "UTC") -> str:

@@ -134,7 +134,7 @@ _FIELDS_6: Final = (_SECOND, _MINUTE, _HOUR, _DAY, _MONTH, _WEEKDAY)
 _ASCII_SPACE = re.compile(r"[ \t\n\r\f\v]+")
 _DIGITS = re.compile(r"[0-9]+")
 _HASHED = re.compile(r"h(?:\(([0-9]+)-([0-9]+)\))?(?:/([0-9]+))?")
-_LAST_MINUS = re.compile(r"l-([0-9]+)")
+_LAST_MINUS = re.compile(r"l-([^/]*)")
 _NEAREST = re.compile(r"([0-9]+)w")
 _NTH = re.compile(r"([0-9a-z]+)#(.*)")
 _LAST_OF = re.compile(r"([0-9a-z]+)l")
@@ -236,7 +236,7 @@ class CronFields:
     hours: tuple[int, ...]
     day_rule: DayRule
     has_seconds: bool
-    wildcard: bool  # minute or hour starts with `*` or `H/`: the daylight-saving rule
+    wildcard: bool  # minute or hour (6 fields: hour) starts with `*` or `H/`: the DST rule
     second_set: frozenset[int]
     minute_set: frozenset[int]
     hour_set: frozenset[int]
@@ -380,7 +380,11 @@ def parse_fields(expression: str, *, uid: str | None = None) -> CronFields:
         hours=hours,
         day_rule=rule,
         has_seconds=len(specs) == 6,
-        wildcard=any(lowered[i].startswith(("*", "h/")) for i in (1, 2)),
+        # cronie's MIN_STAR | HR_STAR; 6-field expressions keep their own older rule, the
+        # hour alone (cronie has no seconds field to follow).
+        wildcard=any(
+            lowered[i].startswith(("*", "h/")) for i in ((2,) if len(specs) == 6 else (1, 2))
+        ),
         second_set=frozenset(seconds),
         minute_set=frozenset(minutes),
         hour_set=frozenset(hours),
@@ -409,8 +413,8 @@ def _macro(expression: str, text: str) -> str:
             'second field, e.g. "*/5 * * * *"',
         )
     known = ", ".join(MACROS)
-    raise _bad(expression, f'unknown macro "{printable(text)}" (known: {known}; '
-                           f"or 5 fields: {_FIELD_LIST})")  # fmt: skip
+    problem = f'unknown macro "{printable(text)}" (known: {known}; or 5 fields: {_FIELD_LIST})'
+    raise _bad(expression, problem)
 
 
 def _parse_field(
@@ -443,7 +447,7 @@ def _parse_item(
             f"{spec.name} field {_quoted(token)}: R (random) is not supported; "
             "H gives a spread that stays put"
         )
-    if item == "?" or "?" in item:
+    if "?" in item:
         raise reader.bad(f"{spec.name} field {_quoted(token)}: '?' must be the whole field")
     if spec is _DAY and _day_special(reader, token, item, specials):
         return range(0)
@@ -484,6 +488,14 @@ def _value(reader: _Reader, spec: _FieldSpec, token: str, text: str) -> int:
         return spec.names.index(text) + spec.first_name_value
     if not text:
         raise reader.bad(f"{spec.name} field {_quoted(token)} is not understood")
+    if spec is _DAY and "#" in text:
+        raise reader.bad(
+            f"day-of-month {_quoted(text.upper())}: # belongs in day-of-week, as in 1#2"
+        )
+    if spec is _WEEKDAY and "w" in text:
+        raise reader.bad(
+            f"day-of-week {_quoted(text.upper())}: W belongs in day-of-month, as in 15W"
+        )
     if spec in (_DAY, _WEEKDAY) and any(mark in text for mark in "lw#"):
         raise reader.bad(
             f"{spec.name} {_quoted(text.upper())} cannot be part of a range or take a step"
@@ -502,8 +514,10 @@ def _day_special(reader: _Reader, token: str, item: str, specials: _Specials) ->
         specials.last_weekday = True
     elif (minus := _LAST_MINUS.fullmatch(item)) is not None:
         offset = minus.group(1)
-        if len(offset) > 2 or int(offset) > 30:
-            raise reader.bad(f"day-of-month L-{offset} is out of range: L-n takes n from 0 to 30")
+        if not (_DIGITS.fullmatch(offset) and len(offset) <= 2 and int(offset) <= 30):
+            raise reader.bad(
+                f"day-of-month {_quoted(item.upper())} is out of range: L-n takes n from 0 to 30"
+            )
         specials.last_offsets.add(int(offset))
     elif (nearest := _NEAREST.fullmatch(item)) is not None:
         specials.nearest.add(_value(reader, _DAY, token, nearest.group(1)))
@@ -592,10 +606,11 @@ def _check_possible(expression: str, rule: DayRule, day_token: str, weekday_toke
         day_text = f"day {days[0]}" if len(days) == 1 else f"days {join_words(map(str, days))}"
         verb = "occurs" if len(days) == 1 else "occur"
         raise _bad(expression, f"{day_text} never {verb} in {month_text}")
+    where = "of any month" if len(rule.months) == 12 else f"in {month_text}"
     raise _bad(
         expression,
         f"day-of-month {_quoted(day_token)} and day-of-week {_quoted(weekday_token)} "
-        f"match no day in {month_text}",
+        f"match no day {where}",
     )
 
 

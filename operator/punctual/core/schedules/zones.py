@@ -11,7 +11,7 @@ What it must never do: know of cron fields, ticks or the CronSchedule resource.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta, tzinfo
+from datetime import UTC, date, datetime, timedelta, tzinfo
 from functools import lru_cache
 from typing import Final
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -37,6 +37,18 @@ def load_zone(name: str) -> ZoneInfo:
 @lru_cache(maxsize=1024)
 def _load_zone(name: str) -> ZoneInfo:
     return ZoneInfo(name)
+
+
+@lru_cache(maxsize=1024)
+def changes_clocks(zone: ZoneInfo) -> bool:
+    """Whether the zone's UTC offset differs between winter and summer in some year
+    from 1990 to 2040 (a fixed window: this only chooses what `explain` says)."""
+    offsets = {
+        _offset(zone, seconds_of(datetime(year, month, 1, tzinfo=UTC)))
+        for year in range(1990, 2041)
+        for month in (1, 7)
+    }
+    return len(offsets) > 1
 
 
 def format_local(instant: datetime, zone: tzinfo) -> str:
@@ -151,5 +163,6 @@ def _first_instant_at(zone: ZoneInfo, wall: int) -> int:
 def clear_caches() -> None:
     """Forget cached zones, day models and day starts."""
     _load_zone.cache_clear()
+    changes_clocks.cache_clear()
     day_model.cache_clear()
     _STARTS.clear()
