@@ -61,6 +61,18 @@ helm-lint: binaries ## helm lint and template the chart in both RBAC modes, with
 	$(HELM) template punctual charts/punctual --include-crds >/dev/null
 	$(HELM) template punctual charts/punctual --include-crds --set 'watchNamespaces={team-a}' >/dev/null
 
+.PHONY: test-tools
+test-tools: binaries ## promtool and prometheus (Debian's package, installed as root when missing) and kube-score (built once from the Go module proxy)
+	e2e/build-test-tools.sh $(CLUSTER_DIR)/bin
+
+.PHONY: alerts
+alerts: venv test-tools ## promtool check rules and test rules (tests/alerts/) on the chart's rendered PrometheusRule
+	$(BIN)/python e2e/alert_rules.py --helm $(HELM)
+
+# The alert tests run in `make test`; the e2e monitoring and manifest tests need test-tools.
+test: alerts
+e2e: test-tools
+
 .PHONY: lint
 lint: venv ## ruff (lint and format), mypy --strict, and the import-linter layer contracts
 	$(BIN)/ruff check operator tests e2e bench
@@ -83,6 +95,11 @@ e2e: venv binaries image ## End-to-end tests against a real control plane (start
 
 .PHONY: test
 test: lint unit e2e ## Everything CI runs: lint, unit, then e2e tests
+
+.PHONY: chaos
+chaos: venv binaries ## A ~15-minute fault campaign (100 faults, audit-log oracle); prints its table
+	CHAOS_FAULTS=$${CHAOS_FAULTS:-100} CHAOS_INTERVAL=$${CHAOS_INTERVAL:-8} \
+	  $(BIN)/pytest tests/e2e/test_chaos.py -q -s
 
 .PHONY: bench
 bench: venv binaries ## Punctual vs the CronJob controller on a local control plane (BENCH_SIZES=100,1000); writes bench/results/

@@ -34,6 +34,8 @@ from typing import Any
 import pytest
 import yaml
 
+from punctual.core.jobs import LABEL_INSTALLATION, installation_label
+
 from .conftest import REPO, Cluster
 from .operators import wait_until
 
@@ -337,6 +339,10 @@ def test_lint_and_template_pass_in_every_mode(values: tuple[str, ...]) -> None:
         "namespace": "ops",
         "parameterNotFoundAction": "Deny",
     }
+    # The binding checks only this release's Jobs: the label the operator computes.
+    [installation] = binding["spec"]["matchResources"]["objectSelector"]["matchExpressions"]
+    assert installation["key"] == LABEL_INSTALLATION
+    assert installation["values"] == [installation_label("ops/punctual-leader")]
 
     [lease_role] = find(docs, "Role", "punctual-leader-election")
     assert lease_role["metadata"]["namespace"] == "ops"
@@ -359,7 +365,10 @@ def test_lint_and_template_pass_in_every_mode(values: tuple[str, ...]) -> None:
         assert all(writes in rules_text(r) for r in roles)
         assert env["PUNCTUAL_NAMESPACES"] == "team-a,team-b"
         [discovery] = find(docs, "ClusterRole", "punctual-discovery")
-        assert {verb for _, _, verb in rules_text(discovery)} == {"list", "watch"}
+        # Cluster-wide it only reads: CRDs and namespaces (for kopf), and other
+        # installations' Leases (get, to tell whether one is alive).
+        assert {verb for _, _, verb in rules_text(discovery)} == {"list", "watch", "get"}
+        assert {r for _, r, v in rules_text(discovery) if v == "get"} == {"leases"}
         assert not find(docs, "ClusterRole", "punctual")
         [selector] = binding["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"]
         assert selector["values"] == ["team-a", "team-b"]
@@ -563,7 +572,10 @@ def test_all_namespaces_install_watches_everything_and_nothing_more(
         assert not can_i(crd, user, "get", "secrets", "-n", namespace)
         assert not can_i(crd, user, "list", "secrets", "--all-namespaces")
         assert not can_i(crd, user, "delete", "cronschedules.punctual.dev", "-n", namespace)
-        assert not can_i(crd, user, "patch", "jobs.batch", "-n", namespace)
+        # patch on Jobs is granted: it removes Punctual's finalizer, nothing else.
+        assert can_i(crd, user, "patch", "jobs.batch", "-n", namespace)
+        assert not can_i(crd, user, "update", "jobs.batch", "-n", namespace)
+        assert not can_i(crd, user, "patch", "cronschedules.punctual.dev", "-n", namespace)
 
         # A watcher of every namespace on a shared cluster must not lead, or it would fire
         # other tests' schedules: its Lease is in a namespace where it may not create one.

@@ -21,7 +21,7 @@ import pytest
 
 from .conftest import Cluster
 from .operators import operators, wait_until
-from .test_operator import leader_of
+from .test_operator import apply, leader_of, schedule
 
 pytestmark = pytest.mark.e2e
 
@@ -92,8 +92,9 @@ def test_sigterm_releases_the_lease_within_a_second(
     with operators(crd, namespace, workdir) as ops:
         op = ops.start("leaving", lease=default_lease)
         wait_until(lambda: leader_of(crd, namespace) == "leaving", 30, what="it leads")
+        apply(crd, namespace, schedule("busy", "* * * * * *"))  # firing while it stops
         wait_until(lambda: _ready(op.metrics_port), 20, what="/readyz")
-        time.sleep(1)  # as a pod would be: running a while before its deletion
+        time.sleep(3)  # as a pod would be: running (and firing) a while before its deletion
         sent = datetime.now(UTC)
         op.signal(signal.SIGTERM)
         wait_until(lambda: leader_of(crd, namespace) == "", 10, interval=0.05, what="release")
@@ -105,6 +106,9 @@ def test_sigterm_releases_the_lease_within_a_second(
     print(f"\nhand-over: Lease released {handover:.3f} s after SIGTERM (seen {observed:.3f} s)")
     assert output.count("released Lease") == 1
     assert handover <= 1.0
+    # Shutdown is quiet: no traceback, no "Task exception was never retrieved", no error.
+    for noise in ("Traceback", "never retrieved", "Session is closed", " ERROR "):
+        assert noise not in output, output
 
 
 def _ready(port: int) -> bool:
@@ -128,3 +132,24 @@ def _logged_at(output: str, message: str) -> datetime:
             at = datetime.strptime(stamp[1], "%Y-%m-%d %H:%M:%S")  # noqa: DTZ007
             return at.replace(microsecond=int(stamp[2]) * 1000).astimezone(UTC)
     raise AssertionError(f"{message!r} not in the log")
+
+
+def test_a_taken_metrics_port_is_one_line_and_exit_1(
+    crd: Cluster, namespace: str, workdir: Path
+) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("0.0.0.0", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with operators(crd, namespace, workdir) as ops:
+            op = ops.start("second", "--metrics-port", str(port))  # the last flag wins
+            code = op.proc.wait(30)
+            output = op.output()
+    assert code == 1, output
+    assert output.rstrip().splitlines()[-1] == (
+        f"punctual: cannot serve metrics on port {port}: Address already in use"
+    )
+    assert "Traceback" not in output and "never retrieved" not in output
+    assert leader_of(crd, namespace) == ""  # it never took the Lease
