@@ -137,16 +137,56 @@ def _configure(registry: kopf.OperatorRegistry) -> None:
 
 
 def _login(registry: kopf.OperatorRegistry, credentials: Credentials) -> None:
+    import aiohttp  # (here, not at the top: only this function needs them)
+
+    from punctual.kube.client import Auth, CredentialsError
+
+    given: list[Auth] = []  # what kopf was given last
+
     @kopf.on.login(registry=registry)
-    def login(**_: Any) -> kopf.ConnectionInfo:
+    async def login(**_: Any) -> kopf.ConnectionInfo | kopf.AiohttpSession:
+        """The current credentials, whenever kopf asks: at start, after a 401, at expiration.
+
+        An exec plugin's or auth-provider's credential is renewed (off the event loop, as
+        for Punctual's client) when kopf asks again, since what it had was rejected or
+        expired; `expiration` makes kopf ask when it is due. kopf's ConnectionInfo cannot
+        carry a tls-server-name: with one, kopf gets a session whose TLS context names
+        the server itself.
+        """
+        if given:
+            credentials.reject(given.pop())
+        try:
+            auth = await credentials.authenticate()
+        except CredentialsError as error:
+            raise kopf.TemporaryError(f"cannot renew credentials: {error}", delay=5) from error
+        given.append(auth)
+        issued = auth.issued
+        expiration = issued.renew_at if issued else None
+        if credentials.tls_server_name:
+            session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=0, ssl=auth.tls),
+                headers={"Authorization": f"Bearer {auth.token}"} if auth.token else {},
+                proxy=credentials.proxy,
+            )
+            return kopf.AiohttpSession(
+                server=credentials.server,
+                default_namespace=credentials.namespace,
+                expiration=expiration,
+                aiohttp_session=session,
+            )
+        certificate = issued if issued and issued.cert_pem and issued.key_pem else None
         return kopf.ConnectionInfo(
             server=credentials.server,
             ca_path=credentials.ca_file,
             insecure=credentials.insecure,
-            token=credentials.bearer(),
-            certificate_path=credentials.cert_file,
-            private_key_path=credentials.key_file,
+            token=auth.token,
+            certificate_path=None if certificate else credentials.cert_file,
+            private_key_path=None if certificate else credentials.key_file,
+            certificate_data=certificate.cert_pem if certificate else None,
+            private_key_data=certificate.key_pem if certificate else None,
             default_namespace=credentials.namespace,
+            proxy_url=credentials.proxy,
+            expiration=expiration,
         )
 
 
