@@ -325,9 +325,9 @@ def test_dashboard_queries_and_alerts_see_known_firings(
             assert "PunctualFiringLagHigh" not in firing, firing
             failing_schedules = {a["schedule"] for a in firing["PunctualJobsFailing"]}
             assert failing_schedules == {"fails"}, firing
-            # Not only "resumed": the operator also counts ticks of the every-second
-            # schedules as missed ("superseded"), some of them ticks whose Job it created.
-            # That is the operator's to fix, not this test's subject.
+            # Not only "resumed" may alert: on a loaded machine a pass can come more than a
+            # second late, and RunLatest then rightly misses an every-second tick (one whose
+            # Job was never created; ticks fired on their claim made ahead are not counted).
             assert "resumed" in {a["schedule"] for a in firing["PunctualTicksMissed"]}
         assert prom.proc.poll() is not None  # stopped by pid, not left running
 

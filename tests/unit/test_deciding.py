@@ -33,6 +33,7 @@ T0 = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
 S = timedelta(seconds=1)
 M = timedelta(minutes=1)
 H = timedelta(hours=1)
+MS = timedelta(milliseconds=1)
 
 NAME = "nightly-report"
 NAMESPACE = "reports"
@@ -1269,3 +1270,24 @@ def test_a_claim_made_ahead_is_not_a_claim_to_recheck_before_its_tick() -> None:
     decision = run(schedule_body(spec, claimed_ahead_status(spec)), now=T0 + 30 * M)
     assert decision.creates == ()
     assert decision.next_wake == T0 + H  # not now + IN_FLIGHT_RECHECK
+
+
+def test_a_tick_fired_on_its_claim_made_ahead_is_never_called_missed_later() -> None:
+    """Every second, RunLatest: T0 + 1 s fired on its claim made ahead, and the write that
+    records it was left for later; the pass after T0 + 2 s must not count T0 + 1 s again
+    (as missed, superseded by T0 + 2 s) but record it as created, with its claim's epoch."""
+    second = timedelta(seconds=1)
+    spec = spec_body(schedule="* * * * * *")
+    status = status_body(spec, cursor=T0, firings=[(T0, SUCCEEDED)])
+    status["inFlight"] = [{"tick": iso(T0 + second), "job": n(T0 + second), "epoch": 6}]
+    jobs = [job(T0, DONE), job(T0 + second)]
+    decision = run(schedule_body(spec, status), jobs, now=T0 + 2 * second + 50 * MS)
+    assert decision.missed == 0
+    assert [c.name for c in decision.creates] == [n(T0 + 2 * second)]
+    assert decision.status is not None
+    firings = decision.status["recentFirings"]
+    assert [(f["job"], f["outcome"], f["epoch"]) for f in firings[:2]] == [
+        (n(T0 + 2 * second), "Created", LEADER.epoch),
+        (n(T0 + second), "Created", 6),
+    ]
+    assert not [f for f in firings if f["outcome"] == "Missed"]

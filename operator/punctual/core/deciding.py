@@ -208,12 +208,13 @@ def decide(
         # cursor moves to now then, and no tick of the invalid period fires.
         keep = {"schedule_fingerprint": "invalid-" + _raw_fingerprint(body.get("spec") or {})}
         return _invalid(schedule, describe_error(error), now=now, updates=keep)
-    # 2. Plan the ticks on the API server's clock.
+    # 2. Plan the ticks on the API server's clock, from the cursor as it really is: a tick
+    #    claimed ahead whose Job exists has fired, though the write saying so may wait.
     plan = plan_ticks(
         spec,
         uid=schedule.uid,
         created=schedule.created,
-        cursor=old.last_scheduled_time,
+        cursor=_fired_cursor(schedule, _claimed_ahead(schedule)),
         fingerprint=old.schedule_fingerprint,
         now=now,
     )
@@ -236,6 +237,7 @@ def _decide_firings(
     old = schedule.old
     draft = _Draft(status=old, epoch=leadership.epoch)
     ahead = _claimed_ahead(schedule)
+    _record_fired_ahead(schedule, ahead, draft)
     in_flight, recovering = _recover_claims(schedule, ahead)  # 3.
     wanted = recovering + _due(schedule, plan, ahead, draft)  # 4.
     trigger = _manual_trigger(schedule, now, draft)
@@ -347,6 +349,35 @@ def _claimed_ahead(schedule: _Schedule) -> dict[str, InFlightClaim]:
         for c in schedule.old.in_flight
         if c.job == job_name(schedule.name, c.tick) and (cursor is None or c.tick > cursor)
     }
+
+
+def _fired_ahead(schedule: _Schedule, ahead: Mapping[str, InFlightClaim]) -> list[InFlightClaim]:
+    """Claims made ahead whose Job exists: created at their tick by a pass whose status
+    write was left for later."""
+    return sorted((c for c in ahead.values() if c.job in schedule.by_name), key=lambda c: c.tick)
+
+
+def _fired_cursor(schedule: _Schedule, ahead: Mapping[str, InFlightClaim]) -> datetime | None:
+    """The cursor as it really is: the written one, or the newest tick fired on a claim
+    made ahead. Planning from the written one alone would count those ticks again, and
+    call them missed (superseded) under RunLatest."""
+    fired = [c.tick for c in _fired_ahead(schedule, ahead)]
+    cursor = schedule.old.last_scheduled_time
+    return max([*fired, *([cursor] if cursor is not None else [])], default=None)
+
+
+def _record_fired_ahead(
+    schedule: _Schedule, ahead: Mapping[str, InFlightClaim], draft: _Draft
+) -> None:
+    """Record the ticks fired on claims made ahead, with the epoch that claimed them."""
+    cursor = schedule.old.last_scheduled_time
+    for claim in _fired_ahead(schedule, ahead):
+        if cursor is None or claim.tick > cursor:
+            draft.firings.append(
+                RecordedFiring(
+                    tick=claim.tick, job=claim.job, outcome=FiringOutcome.CREATED, epoch=claim.epoch
+                )
+            )
 
 
 def _recover_claims(
