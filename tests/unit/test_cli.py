@@ -121,12 +121,31 @@ def test_explain(capsys: pytest.CaptureFixture[str]) -> None:
     assert lines == ["Every 15 minutes."]
 
 
-def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
-    status, _lines, err = run([], capsys)
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        ([], "punctual: the following arguments are required: COMMAND"),
+        (["next"], "punctual next: the following arguments are required: SCHEDULE"),
+        (["nope"], "punctual: argument COMMAND: invalid choice: 'nope'"),
+        (
+            ["next", "* * * * *", "--count", "x"],
+            "punctual next: argument --count: invalid int value",
+        ),
+        (["trigger"], "punctual trigger: the following arguments are required: NAME"),
+        (["history"], "punctual history: the following arguments are required: NAME"),
+        (["run", "--workers", "many"], "punctual run: argument --workers: invalid int value"),
+        (["run", "--log-level", "LOUD"], "argument --log-level: invalid choice: 'LOUD'"),
+        (["explain", "* * * * *", "--bogus"], "unrecognized arguments: --bogus"),
+    ],
+)
+def test_usage_errors_are_one_line_and_status_2(
+    capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    status, lines, err = run(argv, capsys)
     assert status == 2
-    assert "usage: punctual" in err
-    status, _lines, _err = run(["next"], capsys)
-    assert status == 2
+    assert lines == []
+    assert err.count("\n") == 1, err
+    assert message in err, err
 
 
 def test_help_exits_0(capsys: pytest.CaptureFixture[str]) -> None:

@@ -20,7 +20,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Final, TextIO, TypeAlias
+from typing import Final, NoReturn, TextIO, TypeAlias, cast
 
 from punctual.cli.cluster import add_history_command, add_run_command, add_trigger_command
 from punctual.clocks import Clock, SystemClock
@@ -103,11 +103,23 @@ COMMANDS: list[Command] = [
 ]
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line naming what is wrong (and status 2)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="punctual", description="Punctual: cron for Kubernetes, one Job per tick."
     )
-    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    subparsers: Subparsers = parser.add_subparsers(
+        dest="command",
+        metavar="COMMAND",
+        required=True,
+        parser_class=cast(type[argparse.ArgumentParser], OneLineParser),
+    )
     for command in COMMANDS:
         command(subparsers)
     return parser
