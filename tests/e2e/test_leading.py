@@ -86,18 +86,22 @@ async def test_release_lets_a_standby_take_over_at_once(
     assert b.epoch == 1
 
 
-async def test_a_fence_above_our_epoch_keeps_us_from_leading(
+async def test_a_lease_deleted_by_hand_is_taken_again_above_the_fence(
     crd: Cluster, api: KubeClient, namespace: str
 ) -> None:
-    await api.create(
-        f"/apis/punctual.dev/v1/namespaces/{namespace}/fences",
-        {
-            "apiVersion": "punctual.dev/v1",
-            "kind": "Fence",
-            "metadata": {"name": "punctual-fence"},
-            "spec": {"holder": "someone-newer", "epoch": 7},
-        },
-    )
-    a = elector(api, namespace, "a", FakeMonotonic())
-    assert await a.attempt() is False  # holds the new Lease (epoch 0) but the fence says 7
-    assert await fence(api, namespace) == {"holder": "someone-newer", "epoch": 7}
+    clock_a, clock_b = FakeMonotonic(), FakeMonotonic()
+    a = elector(api, namespace, "a", clock_a)
+    b = elector(api, namespace, "b", clock_b)
+    assert await a.attempt() is True
+    clock_a.now += 20  # a stops leading; b takes over at epoch 1
+    clock_b.now += 20
+    await b.attempt()
+    clock_b.now += 15.1
+    assert await b.attempt() is True and b.epoch == 1
+    await api.delete(f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/punctual-leader")
+    # Recreated, the Lease would start at leaseTransitions 0, below the fence (1): whoever
+    # creates it takes an epoch above the fence instead, and leads.
+    clock_a.now += 1
+    assert await a.attempt() is True
+    assert a.epoch == 2
+    assert await fence(api, namespace) == {"holder": "a", "epoch": 2}

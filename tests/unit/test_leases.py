@@ -17,6 +17,7 @@ from punctual.kube.leases import (
     LeaseRecord,
     Observation,
     Step,
+    above_fence,
     choose,
     expired,
     leading,
@@ -114,3 +115,13 @@ def test_a_lease_body_is_read_with_defaults() -> None:
     body = {"spec": {"holderIdentity": "x", "renewTime": "2026-11-26T12:00:00.000000Z"}}
     assert LeaseRecord.from_body(body, 15.0) == LeaseRecord("x", T0, 0, 15.0)
     assert LeaseRecord.from_body({}, 7.0) == LeaseRecord("", None, 0, 7.0)
+
+
+@pytest.mark.parametrize(
+    ("epoch", "fenced", "expected"),
+    [(5, None, 5), (5, 3, 5), (5, 4, 5), (5, 5, 6), (0, 7, 8), (1, 1, 2)],
+)
+def test_a_lease_is_taken_above_the_fence(epoch: int, fenced: int | None, expected: int) -> None:
+    """A Lease deleted by hand starts over at 0; taking it below the fence would leave
+    every replica unable to lead, so the epoch taken is above the fence's too."""
+    assert above_fence(epoch, fenced) == expected

@@ -24,6 +24,15 @@ def fence_path(namespace: str) -> str:
     return f"/apis/punctual.dev/v1/namespaces/{namespace}/fences"
 
 
+async def fence_epoch(api: Api, namespace: str, name: str) -> int | None:
+    """The epoch the Fence is at (None: no Fence yet, or it cannot be read)."""
+    try:
+        current = await api.get(f"{fence_path(namespace)}/{name}")
+    except ApiError:
+        return None
+    return int((current.get("spec") or {}).get("epoch", -1))
+
+
 async def raise_fence(api: Api, namespace: str, name: str, holder: str, epoch: int) -> bool:
     """Raise the Fence `namespace/name` to `epoch` for `holder`; True once it says so.
 

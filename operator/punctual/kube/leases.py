@@ -39,7 +39,7 @@ from typing import Any
 from punctual.clocks import Clock, Monotonic, ServerClock, monotonic
 from punctual.core.times import parse_time
 from punctual.kube.client import AlreadyExists, Api, ApiError, Conflict, NotFound
-from punctual.kube.fencing import raise_fence
+from punctual.kube.fencing import fence_epoch, raise_fence
 
 logger = logging.getLogger(__name__)
 
@@ -151,6 +151,13 @@ def choose(
     return Step.FOLLOW, None
 
 
+def above_fence(epoch: int, fenced: int | None) -> int:
+    """The epoch to take the Lease with: the next one, and above the Fence's. A Lease
+    deleted by hand (or edited) may start over below a fence that only moves up; taking
+    it there would leave every replica unable to lead."""
+    return epoch if fenced is None else max(epoch, fenced + 1)
+
+
 def leading(
     epoch: int | None, valid_until: float, now: float, *, fenced: int | None, fence: bool
 ) -> bool:
@@ -233,10 +240,21 @@ class LeaderElector:
         if step is Step.FOLLOW or epoch is None:
             self.epoch = None
             return await self._settle(None, was_leader)
+        if step is Step.TAKE:
+            epoch = above_fence(epoch, await self._fence_epoch())
         written = await self._write(lease, started, epoch, take=step is Step.TAKE)
         return await self._settle(written, was_leader)
 
+    async def _fence_epoch(self) -> int | None:
+        if self.config.fence is None:
+            return None
+        return await fence_epoch(self.api, self.config.namespace, self.config.fence)
+
     async def _create(self, started: float) -> int | None:
+        """Create the Lease and hold it. Its first epoch is above the Fence's: a Lease
+        deleted by hand and created again must not start over at 0, below a fence that
+        only moves up (no replica could ever lead again)."""
+        epoch = above_fence(0, await self._fence_epoch())
         now = micro_time(self._clock.now())
         body = {
             "apiVersion": "coordination.k8s.io/v1",
@@ -247,7 +265,7 @@ class LeaderElector:
                 "leaseDurationSeconds": int(self.config.lease_duration),
                 "acquireTime": now,
                 "renewTime": now,
-                "leaseTransitions": 0,
+                "leaseTransitions": epoch,
             },
         }
         try:
@@ -258,7 +276,7 @@ class LeaderElector:
             logger.warning("creating Lease %s failed: %s", self.config.name, error)
             return None
         self._valid_until = started + self.config.renew_deadline
-        return 0
+        return epoch
 
     async def _write(
         self, lease: dict[str, Any], started: float, epoch: int, *, take: bool
