@@ -97,7 +97,7 @@ e2e: venv binaries image ## End-to-end tests against a real control plane (start
 test: lint unit e2e ## Everything CI runs: lint, unit, then e2e tests
 
 .PHONY: chaos
-chaos: venv binaries ## A ~15-minute fault campaign (100 faults, audit-log oracle); prints its table
+chaos: venv binaries ## A ~20-minute fault campaign (100 faults, audit-log oracle); prints its table
 	CHAOS_FAULTS=$${CHAOS_FAULTS:-100} CHAOS_INTERVAL=$${CHAOS_INTERVAL:-8} \
 	  $(BIN)/pytest tests/e2e/test_chaos.py -q -s
 

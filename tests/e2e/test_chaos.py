@@ -8,7 +8,7 @@ and deletes the Lease by hand; one schedule's Jobs go on their own
 deadline, and RunAll runs what was missed).
 
 `make test` runs a short campaign (CHAOS_FAULTS, default 10); `make chaos` a long one
-(100 faults, about 15 minutes) and prints the same table.
+(100 faults, about 20 minutes) and prints the same table.
 """
 
 from __future__ import annotations
