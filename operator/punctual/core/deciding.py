@@ -239,10 +239,8 @@ def _decide_firings(
     ahead = _claimed_ahead(schedule)
     _record_fired_ahead(schedule, ahead, draft)
     in_flight, recovering = _recover_claims(schedule, ahead)  # 3.
-    wanted = recovering + _due(schedule, plan, ahead, draft)  # 4.
     trigger = _manual_trigger(schedule, now, draft)
-    if trigger is not None:
-        wanted.append(trigger)
+    wanted = recovering + _due(schedule, plan, ahead, draft) + ([trigger] if trigger else [])
     creates, replace = _apply_concurrency(  # 5.
         spec.concurrency_policy,
         wanted,
@@ -253,8 +251,7 @@ def _decide_firings(
     fresh = _claim(creates, in_flight, ahead, draft)
     _record_missed_and_skipped(plan, draft)  # 6.
     _claim_next_tick(schedule, plan, in_flight, ahead, leadership.epoch)  # 7.
-    # 8. History: keep the newest finished Jobs, never one whose tick is in flight.
-    replaced = {j.name for j in replace}
+    replaced = {j.name for j in replace}  # 8. history, never a Job whose tick is in flight
     prune = _prune(spec, schedule.ours, keep={c.job for c in in_flight} | replaced)
     # 9. Status: what happened, newest first, and what is running now.
     new, history = _new_status(
@@ -265,15 +262,13 @@ def _decide_firings(
         in_flight=in_flight,
         replaced=replaced,
         last_trigger=trigger.request if trigger is not None else old.last_trigger,
+        installation=leadership.installation,
         now=now,
     )
-    if leadership.installation is not None:
-        new = new.model_copy(update={"installation": leadership.installation})
     new_status = dump_status(new)
     deferral = _deferral(schedule, plan, draft, new_status, in_flight, ahead, fresh, replace, prune)
-    release, release_needs_status = _release(schedule)
-    if release_needs_status:
-        deferral = Deferral.NEVER
+    release, release_needs_status = _release(schedule)  # a held Job's claim: written first
+    deferral = Deferral.NEVER if release_needs_status else deferral
     return Decision(
         status=None if new_status == dump_status(old) else new_status,
         deferral=deferral,
@@ -509,6 +504,7 @@ def _new_status(
     in_flight: Sequence[InFlightClaim],
     replaced: set[str],
     last_trigger: str | None,
+    installation: str | None,
     now: datetime,
 ) -> tuple[CronScheduleStatus, list[RecordedFiring]]:
     """9. The new status, and the old firings with their outcomes brought up to date."""
@@ -538,6 +534,7 @@ def _new_status(
             "in_flight": sorted(in_flight, key=lambda c: c.tick),
             "recent_firings": recent[:MAX_RECENT_FIRINGS],
             "last_trigger": last_trigger,
+            "installation": installation or old.installation,
             "observed_generation": schedule.generation,
         }
     )

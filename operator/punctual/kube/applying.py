@@ -78,6 +78,37 @@ def jobs_path(namespace: str) -> str:
     return f"/apis/batch/v1/namespaces/{namespace}/jobs"
 
 
+async def put_status(api: Api, schedule: Mapping[str, Any], status: Body) -> Body:
+    """PUT the status subresource, fenced by the resourceVersion the schedule was read at."""
+    meta = schedule["metadata"]
+    body = {
+        "apiVersion": "punctual.dev/v1",
+        "kind": "CronSchedule",
+        "metadata": {
+            "name": meta["name"],
+            "namespace": meta["namespace"],
+            "resourceVersion": meta["resourceVersion"],
+        },
+        "status": status,
+    }
+    return await api.replace(f"{schedule_path(meta['namespace'], meta['name'])}/status", body)
+
+
+def count_outcomes(
+    metrics: Metrics, namespace: str, name: str, decision: Decision, applied: Applied
+) -> None:
+    """Count what a claim decided, once its status is written, and creates refused."""
+    if decision.status is not None:  # recorded: count what the claim decided
+        for reason, count in decision.skipped:
+            metrics.ticks_skipped.labels(namespace, name, reason).inc(count)
+        if decision.missed:
+            metrics.ticks_missed.labels(namespace, name).inc(decision.missed)
+        if decision.newly_failed:
+            metrics.jobs_failed.labels(namespace, name).inc(decision.newly_failed)
+    if applied.failed:
+        metrics.create_failures.labels(namespace, name).inc(len(applied.failed))
+
+
 class Applier:
     """Applies Decisions for the leader: the claim protocol's writes, in order."""
 
@@ -119,7 +150,7 @@ class Applier:
         # 3. The creates.
         for create in decision.creates:
             await self._create(schedule, create, applied)
-        self._count(namespace, name, decision, applied)
+        count_outcomes(self.metrics, namespace, name, decision, applied)
         if applied.failed and applied.schedule is not None:
             if decision.status is None and decision.deferred_status is not None:
                 # The create went out on a claim made ahead, its status write left for
@@ -143,7 +174,7 @@ class Applier:
         assert decision.status is not None
         await self._guard()
         try:
-            applied.schedule = await self._write_status(schedule, decision.status)
+            applied.schedule = await put_status(self.api, schedule, decision.status)
         except Conflict:
             self.metrics.claim_conflicts.inc()
             applied.stale = True
@@ -209,17 +240,6 @@ class Applier:
                 f"a Job named {create.name} exists and is not this schedule's"
             )
 
-    def _count(self, namespace: str, name: str, decision: Decision, applied: Applied) -> None:
-        if decision.status is not None:  # recorded: count what the claim decided
-            for reason, count in decision.skipped:
-                self.metrics.ticks_skipped.labels(namespace, name, reason).inc(count)
-            if decision.missed:
-                self.metrics.ticks_missed.labels(namespace, name).inc(decision.missed)
-            if decision.newly_failed:
-                self.metrics.jobs_failed.labels(namespace, name).inc(decision.newly_failed)
-        if applied.failed:
-            self.metrics.create_failures.labels(namespace, name).inc(len(applied.failed))
-
     def _report(self, schedule: Mapping[str, Any], decision: Decision, applied: Applied) -> None:
         for note in decision.events:
             self.events.post(schedule, note)
@@ -231,29 +251,13 @@ class Applier:
         for why in applied.failed.values():
             self.events.post(schedule, EventNote("Warning", "FailedCreate", why))
 
-    async def _write_status(self, schedule: Mapping[str, Any], status: Body) -> Body:
-        meta = schedule["metadata"]
-        body = {
-            "apiVersion": "punctual.dev/v1",
-            "kind": "CronSchedule",
-            "metadata": {
-                "name": meta["name"],
-                "namespace": meta["namespace"],
-                "resourceVersion": meta["resourceVersion"],
-            },
-            "status": status,
-        }
-        return await self.api.replace(
-            f"{schedule_path(meta['namespace'], meta['name'])}/status", body
-        )
-
     async def _settle_failures(self, applied: Applied) -> None:
         """Write the claims whose Job can never be created as settled (see `settling`)."""
         assert applied.schedule is not None
         status = settle_failures(applied.schedule.get("status") or {}, applied.failed)
         try:
             await self._guard()
-            applied.schedule = await self._write_status(applied.schedule, status)
+            applied.schedule = await put_status(self.api, applied.schedule, status)
         except (Conflict, NotFound):
             applied.stale = True
         except ApiError as error:

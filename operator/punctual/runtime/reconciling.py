@@ -122,29 +122,7 @@ class Reconciler:
             if mine is Ownership.CONFLICT:
                 return self.clock.now() + CONFLICT_RECHECK
             uid = body["metadata"]["uid"]
-            decision = decide(
-                body,
-                self.view.jobs(uid),
-                now=self.clock.now(),
-                leadership=Leadership(
-                    epoch=epoch,
-                    identity=self.elector.identity,
-                    installation=None if self.installation is None else self.installation.name,
-                ),
-            )
-            if decision.status is None:
-                self.view.unwritten_since.pop(key, None)
-            if not decision.writes and not decision.events:
-                return decision.next_wake
-            deferred = defer(
-                decision,
-                unwritten_since=self.view.unwritten_since.get(key),
-                now=self.clock.now(),
-                delay=self.status_delay,
-            )
-            decision = deferred.decision
-            if deferred.unwritten_since is not None:
-                self.view.unwritten_since[key] = deferred.unwritten_since
+            decision = self._decide(key, body, uid, epoch)
             if not decision.writes:
                 return decision.next_wake
             try:
@@ -167,6 +145,29 @@ class Reconciler:
                 logger.warning("%s/%s: re-reading after a conflict: %s", *key, error)
                 return self._later()
         return self._later()
+
+    def _decide(self, key: Key, body: dict[str, Any], uid: str, epoch: int) -> Decision:
+        """Decide, and leave the status for a later write when it may wait."""
+        installation = None if self.installation is None else self.installation.name
+        decision = decide(
+            body,
+            self.view.jobs(uid),
+            now=self.clock.now(),
+            leadership=Leadership(epoch, self.elector.identity, installation),
+        )
+        if decision.status is None:
+            self.view.unwritten_since.pop(key, None)
+        if not decision.writes and not decision.events:
+            return decision
+        deferred = defer(
+            decision,
+            unwritten_since=self.view.unwritten_since.get(key),
+            now=self.clock.now(),
+            delay=self.status_delay,
+        )
+        if deferred.unwritten_since is not None:
+            self.view.unwritten_since[key] = deferred.unwritten_since
+        return deferred.decision
 
     async def _ownership(self, key: Key, body: Mapping[str, Any]) -> Ownership:
         """Whether this installation fires the schedule; a conflict is reported once, when
