@@ -25,14 +25,11 @@ stores nothing), or lint a rendering other than the chart's own.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
 import subprocess
 import tempfile
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +37,7 @@ import pytest
 import yaml
 
 from .conftest import REPO, Cluster
+from .test_chart import extra_namespace
 
 pytestmark = pytest.mark.e2e
 
@@ -79,16 +77,6 @@ def tool(path: Path | str | None, what: str) -> str:
             pytest.fail(message)
         pytest.skip(message)
     return found
-
-
-@contextlib.contextmanager
-def another_namespace(cluster: Cluster) -> Iterator[str]:
-    name = f"t-{uuid.uuid4().hex[:10]}"
-    cluster.kubectl("create", "namespace", name)
-    try:
-        yield name
-    finally:
-        cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
 
 
 def render(namespace: str, *values: str) -> tuple[str, list[dict[str, Any]]]:
@@ -181,7 +169,7 @@ def test_rendering_passes_server_dry_run_and_linters(
 ) -> None:
     kube_score_bin = tool(BIN / "kube-score", "kube-score")
     promtool = tool("promtool", "promtool (Debian's prometheus package)")
-    with another_namespace(crd) as other:
+    with extra_namespace(crd) as other:
         watch = ("--set", f"watchNamespaces={{{namespace},{other}}}")
         args = [v for value in values for v in (watch if value == WATCH else (value,))]
         text, docs = render(namespace, *args)

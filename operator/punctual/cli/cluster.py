@@ -36,8 +36,8 @@ def _env_or(name: str, default: str) -> str:
     return os.environ.get(name) or default
 
 
+# Over 60 lines on purpose: one declaration per flag, read as a table (--help renders it).
 def add_run_command(subparsers: Any) -> None:
-    # Long by nature: one declaration per flag, read as a table (--help is its rendering).
     from punctual.runtime.options import Options
 
     defaults = Options()

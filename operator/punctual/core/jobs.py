@@ -25,7 +25,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Final
 
-from punctual.core.times import format_time, parse_time
+from punctual.core.times import format_time, maybe_time
 
 GROUP: Final = "punctual.dev"
 LABEL_SCHEDULE: Final = f"{GROUP}/schedule"
@@ -78,9 +78,9 @@ class JobSnapshot:
             name=str(meta.get("name", "")),
             uid=str(meta.get("uid", "")),
             schedule_uid=str(labels.get(LABEL_SCHEDULE_UID, "")),
-            tick=_maybe_time(annotations.get(ANNOTATION_TICK)),
+            tick=maybe_time(annotations.get(ANNOTATION_TICK)),
             state=state,
-            created=_maybe_time(meta.get("creationTimestamp")),
+            created=maybe_time(meta.get("creationTimestamp")),
             finished_at=finished_at,
             trigger=annotations.get(ANNOTATION_TRIGGER),
             deleting=bool(meta.get("deletionTimestamp")),
@@ -90,23 +90,14 @@ class JobSnapshot:
         )
 
 
-def _maybe_time(value: object) -> datetime | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        return parse_time(value)
-    except ValueError:
-        return None
-
-
 def _job_state(status: Mapping[str, Any]) -> tuple[JobState, datetime | None]:
     """Finished when the Job controller says so (Complete/Failed conditions)."""
     for cond in status.get("conditions") or []:
         if cond.get("status") != "True":
             continue
-        when = _maybe_time(cond.get("lastTransitionTime"))
+        when = maybe_time(cond.get("lastTransitionTime"))
         if cond.get("type") == "Complete":
-            return JobState.SUCCEEDED, _maybe_time(status.get("completionTime")) or when
+            return JobState.SUCCEEDED, maybe_time(status.get("completionTime")) or when
         if cond.get("type") == "Failed":
             return JobState.FAILED, when
     return JobState.ACTIVE, None

@@ -43,6 +43,16 @@ def parse_time(value: str, *, naive_zone: tzinfo | None = None) -> datetime:
         raise ValueError("outside the years 1-9999 in UTC") from None
 
 
+def maybe_time(value: object) -> datetime | None:
+    """`parse_time` for fields that may be missing or malformed: None instead of an error."""
+    if not isinstance(value, str):
+        return None
+    try:
+        return parse_time(value)
+    except ValueError:
+        return None
+
+
 @lru_cache(maxsize=16384)
 def format_time(value: datetime) -> str:
     """RFC 3339 in UTC with a Z, microseconds only when there are any.

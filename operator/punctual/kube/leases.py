@@ -37,7 +37,7 @@ from enum import Enum
 from typing import Any
 
 from punctual.clocks import Clock, Monotonic, ServerClock, monotonic
-from punctual.core.times import parse_time
+from punctual.core.times import maybe_time
 from punctual.kube.client import AlreadyExists, Api, ApiError, Conflict, NotFound
 from punctual.kube.fencing import fence_epoch, raise_fence
 
@@ -83,7 +83,7 @@ class LeaseRecord:
         spec = lease.get("spec") or {}
         return cls(
             holder=spec.get("holderIdentity") or "",
-            renew_time=_parse_micro_time(spec.get("renewTime")),
+            renew_time=maybe_time(spec.get("renewTime")),
             transitions=int(spec.get("leaseTransitions") or 0),
             duration=float(spec.get("leaseDurationSeconds") or default_duration),
         )
@@ -422,15 +422,6 @@ def _known_server_time(clock: Clock) -> datetime | None:
     if clock.samples < 3 or clock.uncertainty > timedelta(seconds=1):
         return None
     return clock.now()
-
-
-def _parse_micro_time(value: object) -> datetime | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        return parse_time(value)
-    except ValueError:
-        return None
 
 
 def micro_time(instant: datetime) -> str:
