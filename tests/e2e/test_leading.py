@@ -7,6 +7,8 @@ checked exactly, without waiting 15 seconds.
 
 from __future__ import annotations
 
+import asyncio
+import time
 from dataclasses import dataclass
 
 import pytest
@@ -105,3 +107,27 @@ async def test_a_lease_deleted_by_hand_is_taken_again_above_the_fence(
     assert await a.attempt() is True
     assert a.epoch == 2
     assert await fence(api, namespace) == {"holder": "a", "epoch": 2}
+
+
+async def test_a_watching_standby_takes_over_within_a_request_of_the_release(
+    crd: Cluster, api: KubeClient, namespace: str
+) -> None:
+    # A retry period far longer than the bound: only the watch can make the standby this fast.
+    config = Options(identity="b", retry_period=8, renew_deadline=9, lease_duration=10)
+    a = LeaderElector(api, Options(identity="a").lease_config(namespace), clock=SystemClock())
+    b = LeaderElector(api, config.lease_config(namespace), clock=SystemClock(), watch=api.watch)
+    assert await a.attempt() is True
+    stop = asyncio.Event()
+    standby = asyncio.create_task(b.run(stop))
+    try:
+        await asyncio.sleep(1.0)  # b has tried once and is watching
+        assert b.is_leader() is False
+        released = time.monotonic()
+        await a.release()
+        await asyncio.wait_for(b.changed.wait(), timeout=5)
+        took = time.monotonic() - released
+        assert b.is_leader() is True
+        assert took < 1.0, f"the standby took {took:.2f}s after the release"
+    finally:
+        stop.set()
+        await standby

@@ -31,7 +31,7 @@ import os
 import ssl
 import tempfile
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
@@ -714,6 +714,38 @@ class KubeClient:
 
     async def delete(self, path: str, body: Body | None = None) -> Body:
         return await self.request("DELETE", path, body=body)
+
+    async def watch(self, path: str, **params: str) -> AsyncIterator[Body]:
+        """Stream the events of a watch on a collection until the server ends it.
+
+        Each event is {"type": ADDED|MODIFIED|DELETED|ERROR, "object": ...}. The stream
+        ends after the server's timeoutSeconds (give one); errors raise ApiError.
+        """
+        if self._session is None:
+            raise RuntimeError("KubeClient used outside `async with`")
+        auth = await self._authenticate("GET", path)
+        headers = {"Authorization": f"Bearer {auth.token}"} if auth.token else {}
+        lasts = float(params.get("timeoutSeconds", "300"))
+        timeout = aiohttp.ClientTimeout(total=None, connect=10, sock_read=lasts + 30)
+        try:
+            async with self._session.get(
+                self.credentials.server + path,
+                params={**params, "watch": "true"},
+                headers=headers,
+                ssl=auth.tls,
+                timeout=timeout,
+            ) as resp:
+                if self._observer is not None:
+                    self._observer("WATCH", resp.status)
+                if resp.status >= 400:
+                    text = await resp.text()
+                    body = json.loads(text) if text.startswith("{") else {"message": text}
+                    raise _classify(resp.status, body)
+                async for line in resp.content:
+                    if line.strip():
+                        yield json.loads(line)
+        except (aiohttp.ClientConnectionError, TimeoutError) as exc:
+            raise Unavailable(0, "Unreachable", f"WATCH {path}: {exc!r}") from exc
 
     def _observe_date(self, sent: datetime, header: str | None) -> None:
         if header:

@@ -15,8 +15,10 @@ client-go's leaderelection does them, with the clock that matters for each:
   stamped on every Job it creates.
 * Every write to the Lease carries its resourceVersion, so two candidates racing
   for it cannot both win.
-* On shutdown the leader releases the Lease (empty holder), so a standby takes over
-  at its next retry instead of waiting for expiry.
+* On shutdown the leader releases the Lease (empty holder). A standby that can watch
+  the Lease wakes on the release and takes over within one request of it (measured
+  with the chart on a real node: tests/e2e/test_real_node.py), instead of at its next
+  retry or after expiry.
 
 The decisions (who may take the Lease, when it expired, whether this replica leads)
 are pure functions at the top of this module, table-tested on a fake clock; the
@@ -31,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import Enum
@@ -181,8 +184,11 @@ class LeaderElector:
         *,
         clock: Clock,
         monotonic: Monotonic = monotonic,
+        watch: Callable[..., AsyncIterator[dict[str, Any]]] | None = None,
     ) -> None:
         self.api = api
+        self._watch = watch  # KubeClient.watch: wakes a standby when the Lease is released
+        self._released = asyncio.Event()
         self.config = config
         self._clock = clock  # the wall clock written into renewTime (the server's estimate)
         self._monotonic = monotonic  # judges expiry and the renew deadline
@@ -329,19 +335,42 @@ class LeaderElector:
         return leader
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Attempt every retry period until `stop`; then release."""
+        """Attempt every retry period (or at once when the Lease is released) until
+        `stop`; then release."""
+        follower = asyncio.create_task(self._follow()) if self._watch is not None else None
         try:
             while not stop.is_set():
+                self._released.clear()
                 await self.attempt()
                 pause = self.config.retry_period
                 if not self.is_leader() and self._expires_in is not None:
                     pause = min(pause, max(0.05, self._expires_in + 0.05))  # wake at expiry
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), timeout=pause)
+                await _first(stop, self._released, timeout=pause)
                 if not self.is_leader() and self.epoch is not None:
                     await self._settle(None, True)  # the renew deadline passed unrenewed
         finally:
+            if follower is not None:
+                follower.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await follower
             await self.release()
+
+    async def _follow(self) -> None:
+        """Watch the Lease; wake the loop when it is released or deleted while we stand by."""
+        assert self._watch is not None
+        collection, name = self.path.rsplit("/", 1)
+        while True:
+            try:
+                async for event in self._watch(
+                    collection, fieldSelector=f"metadata.name={name}", timeoutSeconds="300"
+                ):
+                    spec = (event.get("object") or {}).get("spec") or {}
+                    released = event.get("type") == "DELETED" or not spec.get("holderIdentity")
+                    if released and not self.is_leader():
+                        self._released.set()
+            except ApiError as error:
+                logger.debug("watching Lease %s: %s", self.config.name, error)
+            await asyncio.sleep(self.config.retry_period)
 
     async def release(self) -> None:
         """Give the Lease up (empty holder) if this replica still holds it."""
@@ -366,6 +395,16 @@ class LeaderElector:
             logger.info("released Lease %s", self.config.name)
         except ApiError as error:
             logger.warning("releasing Lease %s failed: %s", self.config.name, error)
+
+
+async def _first(*events: asyncio.Event, timeout: float) -> None:
+    """Return when any of `events` is set, or after `timeout` seconds."""
+    waiters = [asyncio.ensure_future(e.wait()) for e in events]
+    try:
+        await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiter in waiters:
+            waiter.cancel()
 
 
 class Installations:

@@ -56,7 +56,9 @@ class Operator:
         self.options = options
         self.clock = clock
         lease_namespace = options.lease_namespace or api.credentials.namespace
-        self.elector = LeaderElector(api, options.lease_config(lease_namespace), clock=clock)
+        self.elector = LeaderElector(
+            api, options.lease_config(lease_namespace), clock=clock, watch=api.watch
+        )
         self.events = EventRecorder(api, clock=clock)
         self.indexers = new_indexers()  # kopf's indices, read by the scheduler too
         self.view = LeaderView(lambda name: self.indexers.indices.get(name, {}))

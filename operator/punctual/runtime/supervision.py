@@ -55,4 +55,10 @@ def install_stop_signals(stop: asyncio.Event) -> None:
     """SIGTERM and SIGINT set `stop` (the Lease is released on the way out)."""
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(sig, _stop_on, sig, stop)
+
+
+def _stop_on(sig: signal.Signals, stop: asyncio.Event) -> None:
+    if not stop.is_set():
+        logger.info("received %s; releasing the Lease and stopping", sig.name)
+    stop.set()
