@@ -30,15 +30,15 @@ lock: ## Re-resolve requirements.lock from pyproject.toml (needs uv on PATH)
 	  --quiet --output-file requirements.lock
 
 .PHONY: binaries
-binaries: ## Build (once, cached in ~/.cache/punctual) etcd, the control plane, kwok, helm
+binaries: ## Build (once, cached in ~/.cache/punctual) etcd, the control plane, kubelet, kube-proxy, kwok, helm
 	e2e/build-binaries.sh $(CLUSTER_DIR)/bin
 
 .PHONY: cluster-up
-cluster-up: venv binaries ## Start a local control plane in the background (state in .cluster/)
+cluster-up: venv binaries ## Start a local control plane, and as root a real node, in the background (state in .cluster/)
 	$(BIN)/python e2e/localcluster.py up --state-dir $(CLUSTER_DIR)
 
 .PHONY: cluster-down
-cluster-down: ## Stop the processes cluster-up started and remove their state
+cluster-down: ## Stop the processes cluster-up started, undo the real node's host changes, remove the state
 	@if [ -x $(BIN)/python ]; then $(BIN)/python e2e/localcluster.py down --state-dir $(CLUSTER_DIR); fi
 
 .PHONY: demo

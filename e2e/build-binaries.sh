@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Builds the pinned upstream binaries the tests need (control plane, etcd, kwok,
-# helm) from the Go module proxy, once per version, into a cache outside the
-# repository. A fresh clone on the same machine reuses what is there, so only the
-# first run pays the ~20 minutes of compiling on two cores.
+# Builds the pinned upstream binaries the tests need (control plane, the real
+# node's kubelet and kube-proxy, etcd, kwok, helm) from the Go module proxy, once
+# per version, into a cache outside the repository. A fresh clone on the same
+# machine reuses what is there, so only the first run pays the ~20 minutes of
+# compiling on two cores.
 #
 # Usage: e2e/build-binaries.sh [BIN_DIR]
 #   Prints nothing but progress; links every binary into BIN_DIR (default
@@ -42,7 +43,8 @@ for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
 done
 build kubernetes "kubernetes-$k8s" "$stamp" \
   k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
-  k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl
+  k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl \
+  k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-proxy
 
 build etcd "etcd-$(version_of etcd go.etcd.io/etcd/server/v3)" "" punctual.dev/e2e/tools/etcd/cmd/etcd
 

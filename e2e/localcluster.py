@@ -3,15 +3,17 @@
 Punctual's promises are about the API server (409s, resourceVersion, Leases, the Job
 controller), so its tests run against the real thing: etcd, kube-apiserver,
 kube-controller-manager, kube-scheduler and kwok (fake nodes whose pods run to
-completion without a container runtime). This module starts them in the background
-with their state under one directory, and stops exactly the processes it started, by
-pid, never by name. It never fakes a component.
+completion without a container runtime), and, when run as root on Linux, one real node
+(containerd, kubelet, kube-proxy: realnode.py) where the chart's image runs as pods. This
+module starts them in the background with their state under one directory, and stops
+exactly the processes it started, by pid, never by name. It never fakes a component.
 
 Used by `make cluster-up` / `make cluster-down` (as a script) and by the pytest
 fixture (as a module). Each component can be stopped and started on its own, so fault
 tests can restart the API server or etcd under a running operator.
 
     python e2e/localcluster.py up   [--state-dir .cluster] [--port-base 16443] [--nodes 1]
+                                    [--real-node | --no-real-node]
     python e2e/localcluster.py down [--state-dir .cluster]
 """
 
@@ -37,6 +39,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import hoststate
+import realnode
+
 if TYPE_CHECKING:  # imported where used, so that free_port() needs no cryptography
     from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
     from cryptography.x509 import Certificate
@@ -50,6 +55,8 @@ DEFAULT_PORT_BASE = 16443
 # Go duration such as "5s").
 DEFAULT_POD_RUN_MILLISECONDS = 1000
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+ALL_COMPONENTS = COMPONENTS + realnode.COMPONENTS
+IMAGE_CACHE = Path(os.environ.get("PUNCTUAL_CACHE", Path.home() / ".cache" / "punctual")) / "images"
 KUBECONFIG_NAME = "kubeconfig"
 
 AUDIT_POLICY = """\
@@ -275,6 +282,11 @@ class Ports:
     def kwok(self) -> int:
         return self.base + 5
 
+    @property
+    def node(self) -> tuple[int, int, int, int]:
+        """The real node's kubelet, kubelet healthz, kube-proxy healthz and metrics ports."""
+        return (self.base + 6, self.base + 7, self.base + 8, self.base + 9)
+
 
 @dataclass
 class LocalCluster:
@@ -285,6 +297,9 @@ class LocalCluster:
     bin_dir: Path | None = None
     nodes: int = 1
     pod_run_milliseconds: int = DEFAULT_POD_RUN_MILLISECONDS
+    # A real node beside the kwok ones; None: whatever the state directory says (a
+    # cluster started with one keeps it), so loaders of a running cluster need not know.
+    real_node: bool | None = None
     pids: dict[str, int] = field(default_factory=dict)
 
     # -- paths -------------------------------------------------------------------------
@@ -294,6 +309,20 @@ class LocalCluster:
         if self.bin_dir is None:
             self.bin_dir = self.state_dir / "bin"
         self.ports = Ports(self.port_base)
+        if self.real_node is None:
+            self.real_node = (self.state_dir / "node" / "host-before.json").exists()
+        self.node = realnode.RealNode(
+            self.state_dir / "node", api_port=self.ports.apiserver, ports=self.ports.node
+        )
+
+    @property
+    def components(self) -> tuple[str, ...]:
+        return ALL_COMPONENTS if self.real_node else COMPONENTS
+
+    @property
+    def host(self) -> str:
+        """The API server's address: loopback, or the real node's bridge gateway."""
+        return realnode.GATEWAY if self.real_node else "127.0.0.1"
 
     @property
     def kubeconfig(self) -> Path:
@@ -305,7 +334,7 @@ class LocalCluster:
 
     @property
     def server(self) -> str:
-        return f"https://127.0.0.1:{self.ports.apiserver}"
+        return f"https://{self.host}:{self.ports.apiserver}"
 
     def binary(self, name: str) -> str:
         assert self.bin_dir is not None
@@ -331,16 +360,39 @@ class LocalCluster:
                 )
         for sub in ("pki", "logs", "etcd"):
             (self.state_dir / sub).mkdir(parents=True, exist_ok=True)
+        deadline = time.monotonic() + timeout
+        if self.real_node:
+            self.node.prepare(self.state_dir / "pki", self._write_client_cert)
         self._write_credentials()
         self._write_configs()
-        deadline = time.monotonic() + timeout
         self.start("etcd")
         self.start("kube-apiserver")
         self.wait_ready(deadline - time.monotonic())
         for name in ("kube-controller-manager", "kube-scheduler", "kwok"):
             self.start(name)
         self._create_nodes()
+        if self.real_node:
+            self._start_real_node()
         self._wait_node_ready(deadline - time.monotonic())
+
+    def _start_real_node(self) -> None:
+        binding = {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": "punctual-local:nodes"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:node"},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:nodes"}],
+        }  # fmt: skip
+        status, body = self.request(
+            "POST", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", binding
+        )
+        if status not in (201, 409):
+            raise RuntimeError(f"binding system:node to system:nodes: HTTP {status}: {body[:300]}")
+        self.start("containerd")
+        self.node.wait_runtime()
+        self.node.load_base_images(IMAGE_CACHE)
+        self.start("kubelet")
+        self.start("kube-proxy")
 
     def down(self) -> None:
         """Stop exactly the processes this cluster started, newest first, then drop its state."""
@@ -350,9 +402,18 @@ class LocalCluster:
             self.pids = {"operator": int(operator.read_text().strip()), **self.pids}
             operator.unlink()
             self.stop("operator")
+        for name in reversed(realnode.COMPONENTS):
+            if name in self.pids:
+                if name == "containerd":
+                    self.node.stop_containers()
+                self.stop(name)
         for name in reversed(COMPONENTS):
             if name in self.pids:
                 self.stop(name)
+        left = self.node.restore_host()
+        mounted = [m for m in hoststate.mounts() if m.startswith(f"{self.state_dir}/")]
+        if mounted:  # never delete through a mount
+            raise HostNotRestored([*left, *(f"mount {m} is still mounted" for m in mounted)])
         for entry in self.state_dir.iterdir() if self.state_dir.exists() else []:
             if entry.name == "bin":
                 continue
@@ -360,6 +421,8 @@ class LocalCluster:
                 _rmtree(entry)
             else:
                 entry.unlink()
+        if left:
+            raise HostNotRestored(left)
 
     def start(self, name: str) -> int:
         """Start one component in its own session so it outlives the caller."""
@@ -458,6 +521,8 @@ class LocalCluster:
             return self._path("pki", f)
 
         kubeconfig = str(self.kubeconfig)
+        if name in realnode.COMPONENTS:
+            return self.node.argv(name, self.binary)
         if name == "etcd":
             return [
                 self.binary("etcd"),
@@ -475,8 +540,8 @@ class LocalCluster:
             return [
                 self.binary("kube-apiserver"),
                 f"--etcd-servers=http://127.0.0.1:{p.etcd_client}",
-                "--bind-address=127.0.0.1",
-                "--advertise-address=127.0.0.1",
+                f"--bind-address={self.host}",
+                f"--advertise-address={self.host}",
                 f"--secure-port={p.apiserver}",
                 f"--cert-dir={self._path('pki')}",
                 f"--tls-cert-file={pki('apiserver.crt')}",
@@ -495,6 +560,9 @@ class LocalCluster:
                 "--audit-log-maxsize=0",
                 "--max-requests-inflight=2000",
                 "--max-mutating-requests-inflight=1000",
+                f"--kubelet-client-certificate={pki('apiserver-kubelet-client.crt')}",
+                f"--kubelet-client-key={pki('apiserver-kubelet-client.key')}",
+                "--kubelet-preferred-address-types=InternalIP,Hostname",
                 "--v=1",
             ]
         if name == "kube-controller-manager":
@@ -537,19 +605,22 @@ class LocalCluster:
                 "--cidr=10.200.0.0/16",
                 "--v=1",
             ]
-        raise ValueError(f"unknown component {name!r}; known: {', '.join(COMPONENTS)}")
+        raise ValueError(f"unknown component {name!r}; known: {', '.join(ALL_COMPONENTS)}")
 
     def _write_credentials(self) -> None:
         """A CA, the API server's serving cert, a service-account key pair and an admin token."""
         pki = self.state_dir / "pki"
         if (pki / "admin.token").exists():
             return
-        ca_key, ca_cert = _make_cert("punctual-local-ca", ca=True)
+        if (pki / "ca.crt").exists():  # made for the real node's certificates
+            ca_key, ca_cert = _load_key(pki / "ca.key"), _load_cert(pki / "ca.crt")
+        else:
+            ca_key, ca_cert = _make_cert("punctual-local-ca", ca=True)
         server_key, server_cert = _make_cert(
             "kube-apiserver",
             signer=(ca_key, ca_cert),
             dns=["localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"],
-            ips=["127.0.0.1", "10.96.0.1"],
+            ips=["127.0.0.1", "10.96.0.1", realnode.GATEWAY],
         )
         sa_key, _ = _make_cert("service-accounts", ca=True)
         _write_pem(pki / "ca.crt", cert=ca_cert)
@@ -561,6 +632,21 @@ class LocalCluster:
         token = secrets.token_hex(24)
         (pki / "tokens.csv").write_text(f'{token},admin,admin,"system:masters"\n')
         (pki / "admin.token").write_text(token + "\n")
+        self._write_client_cert(
+            "kube-apiserver-kubelet-client", "system:masters", pki / "apiserver-kubelet-client"
+        )
+
+    def _write_client_cert(self, user: str, group: str, stem: Path) -> None:
+        """A client certificate for `user` in `group`, signed by the cluster CA (stem.crt/.key)."""
+        pki = self.state_dir / "pki"
+        if not (pki / "ca.crt").exists():
+            ca_key, ca_cert = _make_cert("punctual-local-ca", ca=True)
+            _write_pem(pki / "ca.crt", cert=ca_cert)
+            _write_pem(pki / "ca.key", key=ca_key)
+        signer = (_load_key(pki / "ca.key"), _load_cert(pki / "ca.crt"))
+        key, cert = _make_cert(user, organization=group, signer=signer)
+        _write_pem(stem.with_suffix(".crt"), cert=cert)
+        _write_pem(stem.with_suffix(".key"), key=key)
 
     def _write_configs(self) -> None:
         (self.state_dir / "audit-policy.yaml").write_text(AUDIT_POLICY)
@@ -604,8 +690,9 @@ class LocalCluster:
 
     def _wait_node_ready(self, timeout: float) -> None:
         end = time.monotonic() + max(timeout, 1.0)
+        wanted = self.nodes + (1 if self.real_node else 0)
         while time.monotonic() < end:
-            self._check_alive(*COMPONENTS)
+            self._check_alive(*self.components)
             status, body = self.request("GET", "/api/v1/nodes")
             if status == 200:
                 ready = [
@@ -616,10 +703,18 @@ class LocalCluster:
                         for c in n.get("status", {}).get("conditions", [])
                     )
                 ]
-                if len(ready) >= self.nodes:
+                if len(ready) >= wanted:
                     return
             time.sleep(0.2)
-        raise TimeoutError("no kwok node became Ready")
+        raise TimeoutError(f"not every node became Ready ({wanted} wanted)")
+
+
+class HostNotRestored(RuntimeError):
+    """cluster-down stopped everything, but the host still differs from before cluster-up."""
+
+    def __init__(self, differences: list[str]):
+        self.differences = differences
+        super().__init__("the host is not as cluster-up found it:\n  " + "\n  ".join(differences))
 
 
 def free_port() -> int:
@@ -632,6 +727,7 @@ def free_port() -> int:
 def _make_cert(
     common_name: str,
     *,
+    organization: str | None = None,
     ca: bool = False,
     signer: tuple[RSAPrivateKey, Certificate] | None = None,
     dns: list[str] | None = None,
@@ -643,7 +739,10 @@ def _make_cert(
     from cryptography.x509.oid import NameOID
 
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+    attributes = [x509.NameAttribute(NameOID.COMMON_NAME, common_name)]
+    if organization:
+        attributes.append(x509.NameAttribute(NameOID.ORGANIZATION_NAME, organization))
+    subject = x509.Name(attributes)
     now = dt.datetime.now(dt.UTC)
     sign_key, sign_cert = signer if signer else (key, None)
     builder = (
@@ -662,6 +761,21 @@ def _make_cert(
         builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
     cert = builder.sign(sign_key, hashes.SHA256())
     return key, cert
+
+
+def _load_key(path: Path) -> RSAPrivateKey:
+    from cryptography.hazmat.primitives import serialization as ser
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    key = ser.load_pem_private_key(path.read_bytes(), password=None)
+    assert isinstance(key, rsa.RSAPrivateKey)
+    return key
+
+
+def _load_cert(path: Path) -> Certificate:
+    from cryptography import x509
+
+    return x509.load_pem_x509_certificate(path.read_bytes())
 
 
 def _write_pem(
@@ -687,6 +801,13 @@ def _write_pem(
         raise TypeError("_write_pem needs one of cert, key or public")
     path.write_bytes(data)
     path.chmod(0o600)
+
+
+def real_node_wanted() -> bool:
+    """The default: a real node when the machine can run one, unless PUNCTUAL_REAL_NODE=0."""
+    return (
+        os.environ.get("PUNCTUAL_REAL_NODE", "1") != "0" and realnode.unavailable_reason() is None
+    )
 
 
 def _alive(pid: int) -> bool:
@@ -720,7 +841,7 @@ def _rmtree(path: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("action", choices=["up", "down", "restart"])
-    parser.add_argument("component", nargs="?", choices=COMPONENTS)
+    parser.add_argument("component", nargs="?", choices=ALL_COMPONENTS)
     parser.add_argument("--state-dir", type=Path, default=DEFAULT_STATE_DIR)
     parser.add_argument(
         "--port-base",
@@ -730,17 +851,28 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--nodes", type=int, default=1, help="fake kwok nodes to create")
     parser.add_argument(
+        "--real-node",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="add a real node (containerd, kubelet, kube-proxy); default: when root on Linux"
+        " and PUNCTUAL_REAL_NODE is not 0",
+    )
+    parser.add_argument(
         "--pod-run-ms",
         type=int,
         default=int(os.environ.get("PUNCTUAL_POD_RUN_MS", DEFAULT_POD_RUN_MILLISECONDS)),
         help="how long a Job's pod runs on a fake node before it succeeds",
     )
     args = parser.parse_args(argv)
+    real_node = args.real_node
+    if args.action == "up" and real_node is None:
+        real_node = real_node_wanted()
     cluster = LocalCluster(
         state_dir=args.state_dir,
         port_base=args.port_base,
         nodes=args.nodes,
         pod_run_milliseconds=args.pod_run_ms,
+        real_node=real_node,
     )
     if args.action == "up":
         started = time.monotonic()
@@ -750,13 +882,21 @@ def main(argv: list[str] | None = None) -> int:
             print(f"cluster-up failed: {exc}", file=sys.stderr)
             cluster.down()
             return 1
+        node = f" with real node {realnode.NODE_NAME}" if cluster.real_node else ""
         print(
-            f"control plane ready in {time.monotonic() - started:.1f}s at {cluster.server}\n"
+            f"control plane{node} ready in {time.monotonic() - started:.1f}s at {cluster.server}\n"
             f"  export KUBECONFIG={cluster.kubeconfig}\n"
             f"  {cluster.bin_dir}/kubectl get nodes"
         )
     elif args.action == "down":
-        cluster.down()
+        started = time.monotonic()
+        try:
+            cluster.down()
+        except HostNotRestored as exc:
+            print(f"cluster-down: {exc}", file=sys.stderr)
+            return 1
+        if real_node or cluster.real_node:
+            print(f"cluster-down: stopped and host restored in {time.monotonic() - started:.1f}s")
     else:
         if not args.component:
             parser.error("restart needs a component")

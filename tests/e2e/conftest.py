@@ -6,7 +6,9 @@ Which cluster the suite runs against, in order:
    developer's production context is never a test target by accident.
 2. The cluster of `make cluster-up` (.cluster/), if it runs: reused, never stopped.
 3. Otherwise a fresh one under .cluster-test/ (ports from PUNCTUAL_TEST_PORT_BASE,
-   default 17443), stopped and removed when the session ends.
+   default 17443), with a real node when the machine can run one (root on Linux, unless
+   PUNCTUAL_REAL_NODE=0), stopped and removed when the session ends; a host left
+   changed by its real node fails the session (localcluster.HostNotRestored).
 
 Tests that read the API server's audit log skip when the cluster is not a local one.
 """
@@ -40,7 +42,8 @@ from punctual.kube.client import (
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "e2e"))
 
-from localcluster import LocalCluster  # noqa: E402
+from localcluster import LocalCluster, real_node_wanted  # noqa: E402
+from realnode import GATEWAY  # noqa: E402
 
 
 @dataclass
@@ -84,7 +87,8 @@ def _loopback(kubeconfig: Path) -> bool:
     config = yaml.safe_load(kubeconfig.read_text())
     current = {c["name"]: c["context"] for c in config["contexts"]}[config["current-context"]]
     server = {c["name"]: c["cluster"] for c in config["clusters"]}[current["cluster"]]["server"]
-    return urlparse(server).hostname in ("127.0.0.1", "localhost", "::1")
+    # The real node's bridge gateway is an address of this machine that cluster-up made.
+    return urlparse(server).hostname in ("127.0.0.1", "localhost", "::1", GATEWAY)
 
 
 @pytest.fixture(scope="session")
@@ -110,6 +114,7 @@ def cluster() -> Iterator[Cluster]:
         state_dir=REPO / ".cluster-test",
         port_base=int(os.environ.get("PUNCTUAL_TEST_PORT_BASE", "17443")),
         bin_dir=bin_dir,
+        real_node=real_node_wanted(),
     )
     fresh.down()  # leftovers of an interrupted run
     fresh.up()
