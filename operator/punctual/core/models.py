@@ -208,6 +208,9 @@ class CronScheduleStatus(_ApiModel):
     conditions: list[Condition] = Field(default_factory=list)
     observed_generation: int | None = None
     active_count: int | None = None
+    upcoming_ticks: list[UtcTime] | None = None
+    runs: int | None = None  # scheduled ticks fired while spec.maxRuns is set
+    runs_remaining: int | None = None
     last_trigger: str | None = None  # the last manual trigger request handled
     installation: str | None = None  # the installation that fires it: "namespace/lease"
 

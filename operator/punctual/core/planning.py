@@ -137,6 +137,7 @@ class TickPlan:
     upcoming: tuple[datetime, ...] = ()
     # END_TIME_REACHED when the window has no tick left (maxRuns is the caller's).
     finished: str | None = None
+    limited: bool = False  # the spec has endTime or maxRuns: it can finish
 
     @property
     def missed_count(self) -> int:
@@ -316,7 +317,8 @@ def plan_ticks(
     if spec.suspend:
         return _idle(cursor, wanted, reset=reset, suspended=True)
     if runs_left is not None and runs_left <= 0:
-        return _idle(cursor, wanted, reset=reset)
+        idle = _idle(cursor, wanted, reset=reset)
+        return replace(idle, finished=MAX_RUNS_REACHED, limited=True)
 
     offset = jitter_offset(uid, spec.jitter_seconds)
     cutoff = now - offset
@@ -357,7 +359,14 @@ def _with_upcoming(
                 return _idle(plan.cursor, wanted, reset=reset, invalid=_REMOVES_ALL)
         if spec.end_time is not None:
             finished = END_TIME_REACHED
-    return replace(plan, fingerprint=wanted, reset=reset, upcoming=upcoming, finished=finished)
+    return replace(
+        plan,
+        fingerprint=wanted,
+        reset=reset,
+        upcoming=upcoming,
+        finished=finished,
+        limited=spec.limited,
+    )
 
 
 _REMOVES_ALL: Final = "spec.exclude: removes every tick the schedule has left"
