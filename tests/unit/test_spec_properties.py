@@ -11,13 +11,21 @@ shifts, so the union, the exclusions and the clock changes meet.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from punctual.core.schedules import CombinedTicks, IntervalTicks, parse_fields, parse_schedule
+from punctual.core.schedules import (
+    CombinedTicks,
+    CronFields,
+    CronTicks,
+    IntervalTicks,
+    parse_fields,
+    parse_schedule,
+)
 
 S = timedelta(seconds=1)
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -41,14 +49,27 @@ CRONS = [
 WALL = ["* 1 * * *", "*/2 * * * * *", "30 1 * * *", "0-29 2 * * *", "* * * * 0", "5 * * * *"]
 
 
+@dataclass(frozen=True)
+class Reference:
+    """The spec as the brute force reads it."""
+
+    entries: list[CronTicks | IntervalTicks]
+    wall: list[CronFields]
+    dates: list[date]
+    ranges: list[tuple[datetime, datetime]]
+    start: datetime | None
+    end: datetime | None
+    zone: ZoneInfo
+
+
 @st.composite
-def specs(draw: st.DrawFn) -> tuple[CombinedTicks, object, datetime, datetime]:
+def specs(draw: st.DrawFn) -> tuple[CombinedTicks, Reference, datetime, datetime]:
     zone_name = draw(st.sampled_from(sorted(CHANGES)))
     zone = ZoneInfo(zone_name)
     center = CHANGES[zone_name] + timedelta(minutes=draw(st.integers(-36 * 60, 36 * 60)))
     after = center - timedelta(seconds=draw(st.integers(0, 3 * 3600)))
     until = center + timedelta(seconds=draw(st.integers(0, 3 * 3600)))
-    entries: list[object] = []
+    entries: list[CronTicks | IntervalTicks] = []
     for _ in range(draw(st.integers(1, 3))):
         if draw(st.booleans()):
             entries.append(parse_schedule(draw(st.sampled_from(CRONS)), time_zone=zone_name))
@@ -58,17 +79,18 @@ def specs(draw: st.DrawFn) -> tuple[CombinedTicks, object, datetime, datetime]:
     wall = draw(st.lists(st.sampled_from(WALL), max_size=2))
     local = center.astimezone(zone).date()
     dates = draw(st.lists(st.sampled_from([local - timedelta(days=1), local]), max_size=1))
-    ranges = []
+    ranges: list[tuple[datetime, datetime]] = []
     if draw(st.booleans()):
         begin = center + timedelta(seconds=draw(st.integers(-4 * 3600, 4 * 3600)))
         ranges.append((begin, begin + timedelta(seconds=draw(st.integers(1, 3 * 3600)))))
-    start = end = None
+    start: datetime | None = None
+    end: datetime | None = None
     if draw(st.booleans()):
         start = center + timedelta(seconds=draw(st.integers(-4 * 3600, 0)), microseconds=500)
     if draw(st.booleans()):
         end = center + timedelta(seconds=draw(st.integers(0, 4 * 3600)))
     combined = CombinedTicks(
-        entries,  # type: ignore[arg-type]
+        entries,
         zone=zone,
         wall=[parse_fields(w) for w in wall],
         dates=dates,
@@ -76,18 +98,17 @@ def specs(draw: st.DrawFn) -> tuple[CombinedTicks, object, datetime, datetime]:
         start=start,
         end=end,
     )
-    reference = (entries, wall, dates, ranges, start, end, zone)
+    reference = Reference(entries, [parse_fields(w) for w in wall], dates, ranges, start, end, zone)
     return combined, reference, after.replace(microsecond=0), until.replace(microsecond=0)
 
 
-def brute_force(reference: object, after: datetime, until: datetime) -> list[datetime]:
+def brute_force(reference: Reference, after: datetime, until: datetime) -> list[datetime]:
     """Every tick in (after, until], by looking at every second."""
-    entries, wall, dates, ranges, start, end, zone = reference  # type: ignore[misc]
+    entries = reference.entries
     cron_ticks: set[datetime] = set()
     for entry in entries:
         if not isinstance(entry, IntervalTicks):
             cron_ticks.update(entry.ticks(after - S, until))
-    wall_fields = [parse_fields(w) for w in wall]
     found = []
     instant = after + S
     while instant <= until:
@@ -95,23 +116,23 @@ def brute_force(reference: object, after: datetime, until: datetime) -> list[dat
         hit = instant in cron_ticks or any(
             isinstance(e, IntervalTicks) and (seconds - e.offset) % e.every == 0 for e in entries
         )
-        if hit and _kept(instant, wall_fields, dates, ranges, start, end, zone):
+        if hit and _kept(instant, reference):
             found.append(instant)
         instant += S
     return found
 
 
-def _kept(instant, wall_fields, dates, ranges, start, end, zone) -> bool:  # type: ignore[no-untyped-def]
-    if start is not None and instant < start:
+def _kept(instant: datetime, spec: Reference) -> bool:
+    if spec.start is not None and instant < spec.start:
         return False
-    if end is not None and instant >= end:
+    if spec.end is not None and instant >= spec.end:
         return False
-    if any(a <= instant < b for a, b in ranges):
+    if any(a <= instant < b for a, b in spec.ranges):
         return False
-    local = instant.astimezone(zone)
-    if local.date() in dates:
+    local = instant.astimezone(spec.zone)
+    if local.date() in spec.dates:
         return False
-    for fields in wall_fields:
+    for fields in spec.wall:
         second_ok = not fields.has_seconds or local.second in fields.second_set
         if (
             fields.matches_date(local.date())
@@ -126,7 +147,7 @@ def _kept(instant, wall_fields, dates, ranges, start, end, zone) -> bool:  # typ
 @settings(max_examples=80, deadline=None)
 @given(specs())
 def test_combined_ticks_match_a_walk_of_every_second(
-    case: tuple[CombinedTicks, object, datetime, datetime],
+    case: tuple[CombinedTicks, Reference, datetime, datetime],
 ) -> None:
     combined, reference, after, until = case
     expected = brute_force(reference, after, until)
@@ -140,7 +161,7 @@ def test_combined_ticks_match_a_walk_of_every_second(
         preceding = combined.prev_tick(until)
         assert preceding is None or preceding <= after
     # Walking from tick to tick finds the same ticks.
-    walked = []
+    walked: list[datetime] = []
     tick = following
     while tick is not None and tick <= until and len(walked) <= len(expected):
         walked.append(tick)
