@@ -99,8 +99,8 @@ def cases() -> list[Case]:
                     Exclusion(cron="* * 25 12 *"),
                     Exclusion(cron="* 2-4 * * SUN"),
                     Exclusion(dates=(date(2026, 1, 1), date(2026, 5, 1))),
-                    Exclusion(
-                        start=datetime(2026, 8, 1, tzinfo=UTC), to=datetime(2026, 8, 15, tzinfo=UTC)
+                    Exclusion.model_validate(
+                        {"from": "2026-08-01T00:00:00Z", "to": "2026-08-15T00:00:00Z"}
                     ),
                 ],
                 missed_run_policy=MissedRunPolicy.RUN_ALL,
