@@ -43,7 +43,7 @@ from typing import Final, Protocol
 from zoneinfo import ZoneInfo
 
 from punctual.core.schedules.parsing import CronFields, ScheduleError
-from punctual.core.schedules.ticks import _END_SECOND, CronTicks, shifted, wall_bits
+from punctual.core.schedules.ticks import END_SECOND, CronTicks, shifted, wall_bits
 from punctual.core.schedules.zones import DAY_SECONDS, EPOCH_ORDINAL, day_model, seconds_of
 from punctual.core.times import EPOCH
 
@@ -123,15 +123,15 @@ class IntervalTicks:
 
     def next_second(self, after: int) -> int | None:
         tick = self.offset + ((max(after, -1) - self.offset) // self.every + 1) * self.every
-        return tick if tick < _END_SECOND else None
+        return tick if tick < END_SECOND else None
 
     def prev_second(self, at_or_before: int) -> int | None:
-        high = min(at_or_before, _END_SECOND - 1)
+        high = min(at_or_before, END_SECOND - 1)
         tick = self.offset + ((high - self.offset) // self.every) * self.every
         return tick if tick >= 0 else None
 
     def count_seconds(self, low: int, high: int) -> int:
-        low, high = max(low, 0), min(high, _END_SECOND - 1)
+        low, high = max(low, 0), min(high, END_SECOND - 1)
         if high < low:
             return 0
         return (high - self.offset) // self.every - (low - 1 - self.offset) // self.every
@@ -305,7 +305,7 @@ class CombinedTicks:
 
     def count_seconds(self, low: int, high: int) -> int:
         """How many ticks lie in instants [low, high]."""
-        low, high = max(low, 0), min(high, _END_SECOND - 1)
+        low, high = max(low, 0), min(high, END_SECOND - 1)
         if len(self.entries) == 1 and not self.wall:
             return self._count_one(self.entries[0], low, high)
         total = 0

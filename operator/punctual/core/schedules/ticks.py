@@ -39,6 +39,7 @@ _SEARCH_DAYS: Final = 146097 + 366
 _FIRST_ORDINAL: Final = EPOCH_ORDINAL - 2
 _LAST_ORDINAL: Final = date(9000, 1, 1).toordinal() - 1
 _END_SECOND: Final = (_LAST_ORDINAL + 1 - EPOCH_ORDINAL) * 86400
+END_SECOND: Final = _END_SECOND  # the first instant (Unix seconds) with no ticks
 # Days whose ticks one CronTicks keeps cut into pieces (a few kB at most).
 _MAX_CACHED_DAYS: Final = 64
 
@@ -282,6 +283,7 @@ def shifted(bits: int, by: int) -> int:
     return bits << by if by >= 0 else bits >> -by
 
 
+_ALL_SECONDS: Final = tuple(range(60))
 _WALL_BITS: dict[tuple[tuple[int, ...], ...], int] = {}
 
 
@@ -302,9 +304,6 @@ def wall_bits(fields: CronFields, *, whole_minutes: bool = False) -> int:
             _WALL_BITS.clear()
         _WALL_BITS[key] = bits
     return bits
-
-
-_ALL_SECONDS: Final = tuple(range(60))
 
 
 def _first_in(fields: CronFields, piece: _Piece, low: int) -> int | None:
