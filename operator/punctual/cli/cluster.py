@@ -274,6 +274,16 @@ def _on_schedule(
     return None
 
 
+def fetch_schedule(
+    name: str, namespace: str | None, kubeconfig: str | None, context: _Context
+) -> dict[str, Any] | None:
+    """The live CronSchedule NAME (for `punctual next NAME`); None (said why) if unreadable."""
+    arguments = argparse.Namespace(
+        name=name, namespace=namespace, kubeconfig=kubeconfig or _env("KUBECONFIG")
+    )
+    return _on_schedule(arguments, context, lambda api, path: api.get(path))
+
+
 def add_history_command(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "history",

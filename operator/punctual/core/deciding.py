@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import Enum
 from typing import Any, Final, Literal
@@ -45,7 +45,12 @@ from punctual.core.models import (
     parse_status,
 )
 from punctual.core.naming import job_name
-from punctual.core.planning import TickPlan, plan_ticks, schedule_fingerprint
+from punctual.core.planning import (
+    MAX_RUNS_REACHED,
+    TickPlan,
+    plan_ticks,
+    schedule_fingerprint,
+)
 from punctual.core.schedules import jitter_offset
 from punctual.core.times import EPOCH, format_time, parse_time
 
@@ -210,13 +215,18 @@ def decide(
         return _invalid(schedule, describe_error(error), now=now, updates=keep)
     # 2. Plan the ticks on the API server's clock, from the cursor as it really is: a tick
     #    claimed ahead whose Job exists has fired, though the write saying so may wait.
+    #    Under maxRuns, such a tick counts as a run too.
+    ahead = _claimed_ahead(schedule)
     plan = plan_ticks(
         spec,
         uid=schedule.uid,
         created=schedule.created,
-        cursor=_fired_cursor(schedule, _claimed_ahead(schedule)),
+        cursor=_fired_cursor(schedule, ahead),
         fingerprint=old.schedule_fingerprint,
         now=now,
+        runs_left=None
+        if spec.max_runs is None
+        else spec.max_runs - (old.runs or 0) - len(_fired_ahead(schedule, ahead)),
     )
     if plan.invalid is not None:
         written = {"schedule_fingerprint": plan.fingerprint, "last_scheduled_time": plan.cursor}
@@ -249,6 +259,7 @@ def _decide_firings(
         recovering={c.job for c in in_flight},
     )
     fresh = _claim(creates, in_flight, ahead, draft)
+    runs, plan = _count_runs(spec, old, plan, draft)
     _record_missed_and_skipped(plan, draft)  # 6.
     _claim_next_tick(schedule, plan, in_flight, ahead, leadership.epoch)  # 7.
     replaced = {j.name for j in replace}  # 8. history, never a Job whose tick is in flight
@@ -264,6 +275,8 @@ def _decide_firings(
         last_trigger=trigger.request if trigger is not None else old.last_trigger,
         installation=leadership.installation,
         now=now,
+        runs=runs,
+        max_runs=spec.max_runs,
     )
     new_status = dump_status(new)
     deferral = _deferral(schedule, plan, draft, new_status, in_flight, ahead, fresh, replace, prune)
@@ -284,6 +297,29 @@ def _decide_firings(
         newly_failed=_newly_failed(old.recent_firings, history),
         next_wake=_next_wake(plan, in_flight, now),  # 10.
     )
+
+
+def _count_runs(
+    spec: CronScheduleSpec, old: CronScheduleStatus, plan: TickPlan, draft: _Draft
+) -> tuple[int | None, TickPlan]:
+    """Count the scheduled ticks fired in this decision under maxRuns (manual triggers do
+    not count), and finish the plan when none is left: no next tick, none claimed ahead.
+
+    `status.runs` counts a tick in the write that moves the cursor over it fired, which
+    is the write that claims it (or, for a tick claimed ahead, the claim ahead is
+    written first and counted from its Job once seen), so no leader, new or old, can
+    fire more than maxRuns: a claim ahead is made only while a run is left.
+    """
+    if spec.max_runs is None:
+        return None, plan
+    fired = sum(1 for f in draft.firings if f.outcome is FiringOutcome.CREATED and not f.manual)
+    runs = (old.runs or 0) + fired
+    left = spec.max_runs - runs
+    if left <= 0:
+        return runs, replace(
+            plan, next_tick=None, next_wake=None, upcoming=(), finished=MAX_RUNS_REACHED
+        )
+    return runs, replace(plan, upcoming=plan.upcoming[:left])
 
 
 def _release(schedule: _Schedule) -> tuple[list[JobToRelease], bool]:
@@ -506,6 +542,8 @@ def _new_status(
     last_trigger: str | None,
     installation: str | None,
     now: datetime,
+    runs: int | None,
+    max_runs: int | None,
 ) -> tuple[CronScheduleStatus, list[RecordedFiring]]:
     """9. The new status, and the old firings with their outcomes brought up to date."""
     old, ours = schedule.old, schedule.ours
@@ -527,6 +565,9 @@ def _new_status(
         update={
             "last_scheduled_time": plan.cursor,
             "next_schedule_time": plan.next_tick,
+            "upcoming_ticks": list(plan.upcoming) or None,
+            "runs": runs,
+            "runs_remaining": None if runs is None or max_runs is None else max(max_runs - runs, 0),
             "last_successful_time": last_success,
             "schedule_fingerprint": plan.fingerprint,
             "active": active,
@@ -541,6 +582,7 @@ def _new_status(
     new = _with_conditions(
         new, now=now, generation=schedule.generation, suspended=plan.suspended, draft=draft
     )
+    new = _with_finished(new, plan, now=now, generation=schedule.generation, draft=draft)
     return new, history
 
 
@@ -639,7 +681,7 @@ _BOOKKEEPING = ("active", "activeCount", "inFlight", "recentFirings", "lastSucce
 
 
 # The cursor's fields, bookkeeping only when it moves over ticks claimed ahead.
-_CURSOR = ("lastScheduledTime", "nextScheduleTime")
+_CURSOR = ("lastScheduledTime", "nextScheduleTime", "upcomingTicks", "runs", "runsRemaining")
 
 
 def _beyond(status: Mapping[str, Any], bookkeeping: tuple[str, ...]) -> dict[str, Any]:
@@ -784,6 +826,56 @@ def _set_condition(
     return True
 
 
+def _with_finished(
+    status: CronScheduleStatus, plan: TickPlan, *, now: datetime, generation: int, draft: _Draft
+) -> CronScheduleStatus:
+    """The Finished condition, for a schedule with endTime or maxRuns (or that had one):
+    True once no tick is left (EndTimeReached, MaxRunsReached), with one Event; Ready
+    turns False then. An edit that leaves ticks again (a later endTime, a higher maxRuns)
+    turns it False."""
+    conditions = list(status.conditions)
+    had = any(c.type == "Finished" for c in conditions)
+    if not (plan.limited or had):
+        return status
+    reason = plan.finished
+    if reason is None:
+        _set_condition(
+            conditions,
+            kind="Finished",
+            status="False",
+            reason="TicksLeft",
+            message="",
+            now=now,
+            generation=generation,
+        )
+        return status.model_copy(update={"conditions": conditions})
+    message = (
+        "spec.maxRuns scheduled runs have fired"
+        if reason == MAX_RUNS_REACHED
+        else "no tick is left before spec.endTime"
+    )
+    if _set_condition(
+        conditions,
+        kind="Finished",
+        status="True",
+        reason=reason,
+        message=message,
+        now=now,
+        generation=generation,
+    ):
+        draft.events.append(EventNote("Normal", "Finished", f"Finished: {message}"))
+    _set_condition(
+        conditions,
+        kind="Ready",
+        status="False",
+        reason="Finished",
+        message=message,
+        now=now,
+        generation=generation,
+    )
+    return status.model_copy(update={"conditions": conditions})
+
+
 def _with_conditions(
     status: CronScheduleStatus, *, now: datetime, generation: int, suspended: bool, draft: _Draft
 ) -> CronScheduleStatus:
@@ -866,6 +958,7 @@ def _invalid(
             "conditions": conditions,
             "observed_generation": generation,
             "next_schedule_time": None,
+            "upcoming_ticks": None,
         }
     )
     events = (EventNote("Warning", "InvalidSpec", reason),) if became_invalid else ()

@@ -13,7 +13,7 @@ about ticks (that is `planning`). Times are aware UTC datetimes in Python and RF
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import date, datetime
 from enum import StrEnum
 from typing import Annotated, Any, Final, Literal
 
@@ -32,6 +32,12 @@ from punctual.core.times import as_utc, format_time
 
 # How many entries status.recentFirings keeps, newest first.
 MAX_RECENT_FIRINGS: Final = 20
+# How many ticks status.upcomingTicks lists, oldest first.
+MAX_UPCOMING_TICKS: Final = 5
+# Bounds of the lists of a spec (the CRD says the same).
+MAX_SCHEDULES: Final = 20
+MAX_EXCLUSIONS: Final = 50
+MAX_DATES: Final = 400
 
 
 class MissedRunPolicy(StrEnum):
@@ -77,11 +83,52 @@ class _ApiModel(BaseModel):
     )
 
 
+class ScheduleEntry(_ApiModel):
+    """One entry of spec.schedules: a cron expression, or an interval with an offset."""
+
+    cron: str | None = Field(default=None, min_length=1, max_length=256)
+    every: str | None = Field(default=None, min_length=1, max_length=32)
+    offset: str | None = Field(default=None, min_length=1, max_length=32)
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> ScheduleEntry:
+        if (self.cron is None) == (self.every is None):
+            raise ValueError("set exactly one of cron and every")
+        if self.offset is not None and self.every is None:
+            raise ValueError("offset needs every")
+        return self
+
+
+class Exclusion(_ApiModel):
+    """One entry of spec.exclude: a cron expression, whole local dates, or a range."""
+
+    cron: str | None = Field(default=None, min_length=1, max_length=256)
+    dates: tuple[date, ...] | None = Field(default=None, min_length=1, max_length=MAX_DATES)
+    start: UtcTime | None = Field(default=None, alias="from")
+    to: UtcTime | None = None
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> Exclusion:
+        kinds = (self.cron is not None) + (self.dates is not None) + (self.start is not None)
+        if kinds != 1 or (self.start is None) != (self.to is None):
+            raise ValueError("set exactly one of cron, dates, and from with to")
+        if self.start is not None and self.to is not None and self.start >= self.to:
+            raise ValueError("from must be before to")
+        return self
+
+
 class CronScheduleSpec(_ApiModel):
-    """spec of a CronSchedule. Exactly one of `schedule` and `run_at` is set."""
+    """spec of a CronSchedule. Exactly one of `schedule`, `schedules` and `run_at` is set."""
 
     schedule: str | None = Field(default=None, min_length=1, max_length=256)
+    schedules: list[ScheduleEntry] | None = Field(
+        default=None, min_length=1, max_length=MAX_SCHEDULES
+    )
     run_at: UtcTime | None = None
+    exclude: list[Exclusion] = Field(default_factory=list, max_length=MAX_EXCLUSIONS)
+    start_time: UtcTime | None = None
+    end_time: UtcTime | None = None
+    max_runs: int | None = Field(default=None, ge=1, le=1_000_000_000)
     time_zone: str = Field(default="UTC", min_length=1, max_length=64)
     starting_deadline_seconds: int | None = Field(default=None, ge=0, le=31_622_400)
     missed_run_policy: MissedRunPolicy = MissedRunPolicy.RUN_LATEST
@@ -96,9 +143,18 @@ class CronScheduleSpec(_ApiModel):
 
     @model_validator(mode="after")
     def _one_trigger(self) -> CronScheduleSpec:
-        if (self.schedule is None) == (self.run_at is None):
-            raise ValueError("set exactly one of schedule and runAt")
+        kinds = sum(x is not None for x in (self.schedule, self.schedules, self.run_at))
+        if kinds != 1:
+            raise ValueError("set exactly one of schedule, schedules and runAt")
+        start, end = self.start_time, self.end_time
+        if start is not None and end is not None and start >= end:
+            raise ValueError("startTime must be before endTime")
         return self
+
+    @property
+    def limited(self) -> bool:
+        """Whether the spec can finish: it has an endTime or a maxRuns."""
+        return self.end_time is not None or self.max_runs is not None
 
 
 class ActiveJob(_ApiModel):
@@ -152,6 +208,9 @@ class CronScheduleStatus(_ApiModel):
     conditions: list[Condition] = Field(default_factory=list)
     observed_generation: int | None = None
     active_count: int | None = None
+    upcoming_ticks: list[UtcTime] | None = None
+    runs: int | None = None  # scheduled ticks fired while spec.maxRuns is set
+    runs_remaining: int | None = None
     last_trigger: str | None = None  # the last manual trigger request handled
     installation: str | None = None  # the installation that fires it: "namespace/lease"
 
@@ -191,5 +250,10 @@ def dump_spec(spec: CronScheduleSpec) -> dict[str, Any]:
 def describe_error(error: ValidationError, prefix: str = "spec") -> str:
     """One line naming the first bad field: `spec.maxMissedRuns: Input should be ...`."""
     first = error.errors()[0]
-    path = ".".join(str(part) for part in (prefix, *first["loc"]) if part != "")
+    path = prefix
+    for part in first["loc"]:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        elif part != "":
+            path += f".{part}"
     return f"{path}: {first['msg']}"
