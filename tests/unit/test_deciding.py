@@ -136,8 +136,9 @@ def schedule_body(
     trigger: str | None = None,
     created: datetime = CREATED,
     uid: str = UID,
+    annotations: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    annotations = {"kubectl.kubernetes.io/last-applied-configuration": "{}"}
+    annotations = {"kubectl.kubernetes.io/last-applied-configuration": "{}", **(annotations or {})}
     if trigger is not None:
         annotations[TRIGGER_ANNOTATION] = trigger
     body: dict[str, Any] = {

@@ -146,7 +146,13 @@ def test_snake_case_names_work_too() -> None:
 
 def test_enums_spell_as_the_crd() -> None:
     assert [p.value for p in MissedRunPolicy] == ["Skip", "RunLatest", "RunAll"]
-    assert [p.value for p in ConcurrencyPolicy] == ["Allow", "Forbid", "Replace"]
+    assert [p.value for p in ConcurrencyPolicy] == [
+        "Allow",
+        "Forbid",
+        "Replace",
+        "BufferOne",
+        "BufferAll",
+    ]
     assert [o.value for o in FiringOutcome] == [
         "Created",
         "Skipped",

@@ -326,3 +326,40 @@ def _history(arguments: argparse.Namespace, context: _Context) -> int:
         file=context.stdout,
     )
     return 0
+
+
+def add_resume_command(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "resume",
+        help="resume a schedule that pauseOnFailure paused",
+        description="Resume CronSchedule NAME after spec.pauseOnFailure paused it, by setting "
+        "its punctual.dev/resume annotation to a new request id: the Paused condition clears, "
+        "the failure count restarts at 0, and the ticks of the pause are handled by "
+        "missedRunPolicy. The spec is not edited. A schedule that is not paused is unchanged.",
+    )
+    _add_schedule_arguments(parser)
+    parser.set_defaults(handler=_resume)
+
+
+def _resume(arguments: argparse.Namespace, context: _Context) -> int:
+    from punctual.clocks import SystemClock
+    from punctual.core.deciding import RESUME_ANNOTATION
+    from punctual.core.times import format_time
+
+    request = f"{format_time(SystemClock().now().replace(microsecond=0))}-{secrets.token_hex(3)}"
+    patch = {"metadata": {"annotations": {RESUME_ANNOTATION: request}}}
+    done = _on_schedule(arguments, context, lambda api, path: api.patch(path, patch))
+    if done is None:
+        return 1
+    meta = done["metadata"]
+    paused = [
+        c
+        for c in (done.get("status") or {}).get("conditions") or []
+        if c.get("type") == "Paused" and c.get("status") == "True"
+    ]
+    state = "was paused; resuming" if paused else "was not paused; nothing to resume"
+    print(
+        f"cronschedule {meta['namespace']}/{meta['name']} {state} (request {request})",
+        file=context.stdout,
+    )
+    return 0

@@ -30,6 +30,7 @@ from pydantic import ValidationError
 
 from punctual.cli.cluster import (
     add_history_command,
+    add_resume_command,
     add_run_command,
     add_trigger_command,
     fetch_schedule,
@@ -131,6 +132,7 @@ COMMANDS: list[Command] = [
     add_explain_command,
     add_run_command,
     add_trigger_command,
+    add_resume_command,
     add_history_command,
 ]
 

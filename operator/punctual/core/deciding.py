@@ -33,6 +33,7 @@ from punctual.core.jobs import JobSnapshot, JobState, build_job, manual_job_name
 from punctual.core.models import (
     MAX_RECENT_FIRINGS,
     ActiveJob,
+    BufferedTick,
     ConcurrencyPolicy,
     Condition,
     CronScheduleSpec,
@@ -50,13 +51,17 @@ from punctual.core.planning import (
     TickPlan,
     plan_ticks,
     schedule_fingerprint,
+    tick_source,
 )
-from punctual.core.schedules import jitter_offset
+from punctual.core.schedules import ScheduleError, jitter_offset
 from punctual.core.times import EPOCH, format_time, parse_time
 
 # The annotation a user (or `punctual trigger`) sets on a CronSchedule to fire it now.
 # Its value is the request id: each distinct value fires once.
 TRIGGER_ANNOTATION: Final = "punctual.dev/trigger"
+# The annotation `punctual resume` sets to resume a schedule paused by pauseOnFailure;
+# each distinct value resumes once. Pausing and resuming never edit the spec.
+RESUME_ANNOTATION: Final = "punctual.dev/resume"
 # How soon to look again at a schedule whose claims are not yet seen as Jobs.
 IN_FLIGHT_RECHECK: Final = timedelta(seconds=2)
 
@@ -187,6 +192,17 @@ class _Draft:
     firings: list[RecordedFiring] = field(default_factory=list)
     skips: list[str] = field(default_factory=list)  # metric label per concurrency skip
     events: list[EventNote] = field(default_factory=list)
+    buffered: list[BufferedTick] | None = None  # status.buffered after this decision
+
+
+@dataclass(frozen=True, slots=True)
+class _Hold:
+    """pauseOnFailure in this decision: the failure count, and whether firing is paused."""
+
+    failures: int | None  # failed Jobs in a row; None: pauseOnFailure is not set
+    failed: tuple[str, ...]  # the newest failed Jobs, for the message
+    paused: bool
+    resumed: str | None  # the resume request handled in this decision
 
 
 def decide(
@@ -217,8 +233,9 @@ def decide(
     #    claimed ahead whose Job exists has fired, though the write saying so may wait.
     #    Under maxRuns, such a tick counts as a run too.
     ahead = _claimed_ahead(schedule)
+    hold = _hold(schedule, spec)
     plan = plan_ticks(
-        spec,
+        spec.model_copy(update={"suspend": True}) if hold.paused else spec,
         uid=schedule.uid,
         created=schedule.created,
         cursor=_fired_cursor(schedule, ahead),
@@ -231,7 +248,7 @@ def decide(
     if plan.invalid is not None:
         written = {"schedule_fingerprint": plan.fingerprint, "last_scheduled_time": plan.cursor}
         return _invalid(schedule, plan.invalid, now=now, updates=written)
-    return _decide_firings(body, schedule, spec, plan, now=now, leadership=leadership)
+    return _decide_firings(body, schedule, spec, plan, hold, now=now, leadership=leadership)
 
 
 def _decide_firings(
@@ -239,6 +256,7 @@ def _decide_firings(
     schedule: _Schedule,
     spec: CronScheduleSpec,
     plan: TickPlan,
+    hold: _Hold,
     *,
     now: datetime,
     leadership: Leadership,
@@ -251,13 +269,15 @@ def _decide_firings(
     in_flight, recovering = _recover_claims(schedule, ahead)  # 3.
     trigger = _manual_trigger(schedule, now, draft)
     wanted = recovering + _due(schedule, plan, ahead, draft) + ([trigger] if trigger else [])
-    creates, replace = _apply_concurrency(  # 5.
-        spec.concurrency_policy,
-        wanted,
-        schedule.live,
-        draft,
-        recovering={c.job for c in in_flight},
-    )
+    recovered = {c.job for c in in_flight}
+    replace: list[JobToDelete] = []
+    if spec.concurrency_policy.buffers:  # 5.
+        creates = _apply_buffer(spec, schedule, wanted, draft, recovering=recovered, now=now)
+    else:
+        _drop_buffer(schedule, spec, draft)
+        creates, replace = _apply_concurrency(
+            spec.concurrency_policy, wanted, schedule.live, draft, recovering=recovered
+        )
     fresh = _claim(creates, in_flight, ahead, draft)
     runs, plan = _count_runs(spec, old, plan, draft)
     _record_missed_and_skipped(plan, draft)  # 6.
@@ -277,7 +297,12 @@ def _decide_firings(
         now=now,
         runs=runs,
         max_runs=spec.max_runs,
+        suspension=_suspension(spec, now),
     )
+    new = _with_hold(
+        new, hold, spec, schedule.name, now=now, generation=schedule.generation, draft=draft
+    )
+    new, fresh_until = _with_freshness(new, spec, schedule, now=now, draft=draft)
     new_status = dump_status(new)
     deferral = _deferral(schedule, plan, draft, new_status, in_flight, ahead, fresh, replace, prune)
     release, release_needs_status = _release(schedule)  # a held Job's claim: written first
@@ -295,7 +320,7 @@ def _decide_firings(
         missed=sum(f.count for f in plan.missed),
         skipped=_skip_counts(plan, draft),
         newly_failed=_newly_failed(old.recent_firings, history),
-        next_wake=_next_wake(plan, in_flight, now),  # 10.
+        next_wake=_next_wake(plan, in_flight, now, _buffer_deadline(spec, draft), fresh_until),
     )
 
 
@@ -544,6 +569,7 @@ def _new_status(
     now: datetime,
     runs: int | None,
     max_runs: int | None,
+    suspension: tuple[str, str] | None,
 ) -> tuple[CronScheduleStatus, list[RecordedFiring]]:
     """9. The new status, and the old firings with their outcomes brought up to date."""
     old, ours = schedule.old, schedule.ours
@@ -575,12 +601,13 @@ def _new_status(
             "in_flight": sorted(in_flight, key=lambda c: c.tick),
             "recent_firings": recent[:MAX_RECENT_FIRINGS],
             "last_trigger": last_trigger,
+            "buffered": draft.buffered or None,
             "installation": installation or old.installation,
             "observed_generation": schedule.generation,
         }
     )
     new = _with_conditions(
-        new, now=now, generation=schedule.generation, suspended=plan.suspended, draft=draft
+        new, now=now, generation=schedule.generation, suspension=suspension, draft=draft
     )
     new = _with_finished(new, plan, now=now, generation=schedule.generation, draft=draft)
     return new, history
@@ -649,13 +676,14 @@ def _job_to_create(
 
 
 def _next_wake(
-    plan: TickPlan, in_flight: Sequence[InFlightClaim], now: datetime
+    plan: TickPlan, in_flight: Sequence[InFlightClaim], now: datetime, *deadlines: datetime | None
 ) -> datetime | None:
-    """10. The next fire instant, or soon if claims are unresolved."""
-    if not any(c.tick <= now for c in in_flight):
-        return plan.next_wake
-    recheck = now + IN_FLIGHT_RECHECK
-    return recheck if plan.next_wake is None else min(plan.next_wake, recheck)
+    """10. The next fire instant, or soon if claims are unresolved, or the next deadline
+    (a buffered tick's, the freshness objective's)."""
+    wakes = [w for w in (plan.next_wake, *deadlines) if w is not None]
+    if any(c.tick <= now for c in in_flight):
+        wakes.append(now + IN_FLIGHT_RECHECK)
+    return min(wakes, default=None)
 
 
 def _raw_fingerprint(raw: Mapping[str, Any]) -> str:
@@ -677,7 +705,14 @@ def _raw_fingerprint(raw: Mapping[str, Any]) -> str:
 
 
 # Status fields that only follow the Jobs: safe to write late, never needed to fence.
-_BOOKKEEPING = ("active", "activeCount", "inFlight", "recentFirings", "lastSuccessfulTime")
+_BOOKKEEPING = (
+    "active",
+    "activeCount",
+    "inFlight",
+    "recentFirings",
+    "lastSuccessfulTime",
+    "lastSuccessfulTick",
+)
 
 
 # The cursor's fields, bookkeeping only when it moves over ticks claimed ahead.
@@ -732,6 +767,237 @@ def _apply_concurrency(
             EventNote("Normal", "Replaced", f"Deleting Job {job.name}: {job.reason}")
         )
     return [*finishing, newest], replace
+
+
+def _apply_buffer(
+    spec: CronScheduleSpec,
+    schedule: _Schedule,
+    wanted: list[Candidate],
+    draft: _Draft,
+    *,
+    recovering: set[str],
+    now: datetime,
+) -> list[Candidate]:
+    """5. BufferOne and BufferAll: one Job at a time; due ticks wait in status.buffered.
+
+    The buffer (oldest first) is the written one plus this decision's new candidates. A
+    buffered tick past startingDeadlineSeconds is missed. When nothing runs, the oldest
+    fires, under its own tick's Job name (so it is still exactly once); the others wait,
+    at most one under BufferOne (the first: later ones are skipped) and maxBuffered under
+    BufferAll (the oldest kept, newer ones skipped). The buffer is written in the same
+    status write that claims what fires from it, so a failover keeps it.
+    """
+    finishing = [c for c in wanted if c.job in recovering]
+    queue = [
+        Candidate(b.job, b.tick, b.manual)
+        for b in schedule.old.buffered or []
+        if b.job not in {c.job for c in wanted}
+    ] + [c for c in wanted if c.job not in recovering]
+    waiting: list[Candidate] = []
+    deadline = spec.starting_deadline_seconds
+    for candidate in queue:
+        if candidate.job in schedule.by_name:  # fired already (a claim made ahead)
+            continue
+        late = deadline is not None and now - candidate.tick > timedelta(seconds=deadline)
+        if late and not candidate.manual:
+            draft.firings.append(
+                RecordedFiring(
+                    tick=candidate.tick,
+                    outcome=FiringOutcome.MISSED,
+                    epoch=draft.epoch,
+                    reason=f"buffered past startingDeadlineSeconds {deadline}",
+                )
+            )
+            draft.events.append(
+                EventNote(
+                    "Warning",
+                    "Missed",
+                    f"Buffered tick {format_time(candidate.tick)} passed its deadline",
+                )
+            )
+            continue
+        waiting.append(candidate)
+    running = bool(schedule.live or finishing)
+    chosen = [] if running or not waiting else waiting[:1]
+    room = 1 if spec.concurrency_policy is ConcurrencyPolicy.BUFFER_ONE else spec.max_buffered
+    kept = waiting[len(chosen) : len(chosen) + room]
+    old_buffer = {b.job for b in schedule.old.buffered or []}
+    for candidate in waiting[len(chosen) + room :]:
+        why = (
+            f"concurrencyPolicy BufferOne: tick {format_time(kept[0].tick)} is already buffered"
+            if spec.concurrency_policy is ConcurrencyPolicy.BUFFER_ONE
+            else f"concurrencyPolicy BufferAll: the buffer is full (maxBuffered {room})"
+        )
+        _record_skip(draft, candidate, why)
+    for candidate in kept:
+        if candidate.job not in old_buffer:
+            draft.events.append(
+                EventNote(
+                    "Normal",
+                    "Buffered",
+                    f"Tick {format_time(candidate.tick)} waits for the running Job to finish",
+                )
+            )
+    draft.buffered = [BufferedTick(tick=c.tick, job=c.job, manual=c.manual) for c in kept]
+    return finishing + chosen
+
+
+def _drop_buffer(schedule: _Schedule, spec: CronScheduleSpec, draft: _Draft) -> None:
+    """Ticks still buffered when the policy stops buffering are skipped, and said so."""
+    for entry in schedule.old.buffered or []:
+        if entry.job not in schedule.by_name:
+            candidate = Candidate(entry.job, entry.tick, entry.manual)
+            _record_skip(draft, candidate, f"concurrencyPolicy {spec.concurrency_policy.value}: "
+                         "no longer buffered")  # fmt: skip
+
+
+def _buffer_deadline(spec: CronScheduleSpec, draft: _Draft) -> datetime | None:
+    """When the oldest buffered scheduled tick would pass startingDeadlineSeconds."""
+    deadline = spec.starting_deadline_seconds
+    ticks = [b.tick for b in draft.buffered or [] if not b.manual]
+    if deadline is None or not ticks:
+        return None
+    return min(ticks) + timedelta(seconds=deadline, microseconds=1)
+
+
+def _hold(schedule: _Schedule, spec: CronScheduleSpec) -> _Hold:
+    """pauseOnFailure: count the failed Jobs in a row (scheduled, manual and backfill
+    alike, in tick order; a success resets the count) and decide whether firing is
+    paused. A pause ends only by a resume request (`punctual resume`) or by removing
+    pauseOnFailure from the spec: never by itself."""
+    old = schedule.old
+    request = schedule.annotations.get(RESUME_ANNOTATION)
+    resumed = request if request and request != old.last_resume else None
+    if spec.pause_on_failure is None:
+        return _Hold(failures=None, failed=(), paused=False, resumed=resumed)
+    states = {j.name: j.state for j in schedule.ours if j.state is not JobState.ACTIVE}
+    count = old.consecutive_failures or 0
+    failed: list[str] = []
+    for firing in sorted(old.recent_firings, key=lambda f: f.tick):
+        if firing.job is None:
+            continue
+        outcome = states.get(firing.job) if firing.outcome is FiringOutcome.CREATED else None
+        if outcome is JobState.FAILED:
+            count += 1
+        elif outcome is JobState.SUCCEEDED:
+            count = 0
+        if firing.outcome is FiringOutcome.FAILED or outcome is JobState.FAILED:
+            failed.append(firing.job)
+        elif firing.outcome is FiringOutcome.SUCCEEDED or outcome is JobState.SUCCEEDED:
+            failed = []
+    if resumed is not None:
+        count = 0
+    was_paused = any(c.type == "Paused" and c.status == "True" for c in old.conditions)
+    paused = resumed is None and (was_paused or count >= spec.pause_on_failure.consecutive_failures)
+    newest = tuple(reversed(failed))[: spec.pause_on_failure.consecutive_failures]
+    return _Hold(failures=count, failed=newest, paused=paused, resumed=resumed)
+
+
+def _with_hold(
+    status: CronScheduleStatus,
+    hold: _Hold,
+    spec: CronScheduleSpec,
+    name: str,
+    *,
+    now: datetime,
+    generation: int,
+    draft: _Draft,
+) -> CronScheduleStatus:
+    """The Paused condition, the failure count and the last resume request handled."""
+    conditions = list(status.conditions)
+    updates: dict[str, Any] = {"consecutive_failures": hold.failures}
+    if hold.resumed is not None:
+        updates["last_resume"] = hold.resumed
+    had = any(c.type == "Paused" for c in conditions)
+    if spec.pause_on_failure is None and not had:
+        return status.model_copy(update=updates)
+    if hold.paused:
+        jobs = ", ".join(hold.failed)
+        message = (
+            f"{hold.failures} Jobs failed in a row ({jobs}); "
+            f"`punctual resume {name}` resumes firing"
+        )
+        if _set_condition(
+            conditions,
+            kind="Paused",
+            status="True",
+            reason="ConsecutiveFailures",
+            message=message,
+            now=now,
+            generation=generation,
+        ):
+            draft.events.append(EventNote("Warning", "Paused", f"Firing paused: {message}"))
+        _set_condition(
+            conditions,
+            kind="Ready",
+            status="False",
+            reason="Paused",
+            message=message,
+            now=now,
+            generation=generation,
+        )
+    else:
+        reason = "Resumed" if hold.resumed is not None else "Firing"
+        if (
+            _set_condition(
+                conditions,
+                kind="Paused",
+                status="False",
+                reason=reason,
+                message="",
+                now=now,
+                generation=generation,
+            )
+            and had
+        ):
+            draft.events.append(EventNote("Normal", "Resumed", "Firing resumed after a pause"))
+    return status.model_copy(update={**updates, "conditions": conditions})
+
+
+def _with_freshness(
+    status: CronScheduleStatus,
+    spec: CronScheduleSpec,
+    schedule: _Schedule,
+    *,
+    now: datetime,
+    draft: _Draft,
+) -> tuple[CronScheduleStatus, datetime | None]:
+    """successDeadlineSeconds: Stale when the first tick after the newest successful Job's
+    tick (or after creation) is older than the deadline with no Job of it, or of a later
+    tick, succeeded. Returns the status and when it would turn Stale (to wake then)."""
+    conditions = [c for c in status.conditions if c.type != "Stale"]
+    deadline = spec.success_deadline_seconds
+    if deadline is None:
+        return status.model_copy(
+            update={"conditions": conditions, "last_successful_tick": None}
+        ), None
+    succeeded = [j.tick for j in schedule.ours if j.state is JobState.SUCCEEDED and j.tick]
+    last = max([*succeeded, *filter(None, [schedule.old.last_successful_tick])], default=None)
+    try:
+        first = tick_source(spec, uid=schedule.uid).next_tick(last or schedule.created)
+    except ScheduleError:
+        first = None
+    due = first + timedelta(seconds=deadline) if first is not None else None
+    conditions = list(status.conditions)
+    if due is not None and now >= due:
+        assert first is not None
+        message = (
+            f"no Job of tick {format_time(first)} or later has succeeded within "
+            f"successDeadlineSeconds {deadline} (by {format_time(due)})"
+        )
+        if _set_condition(
+            conditions, kind="Stale", status="True", reason="NoSuccess", message=message,
+            now=now, generation=schedule.generation,
+        ):  # fmt: skip
+            draft.events.append(EventNote("Warning", "Stale", message))
+        wake = None
+    else:
+        _set_condition(
+            conditions, kind="Stale", status="False", reason="Fresh", message="",
+            now=now, generation=schedule.generation,
+        )  # fmt: skip
+        wake = due
+    return status.model_copy(update={"conditions": conditions, "last_successful_tick": last}), wake
 
 
 def _record_skip(draft: _Draft, candidate: Candidate, reason: str) -> None:
@@ -876,8 +1142,22 @@ def _with_finished(
     return status.model_copy(update={"conditions": conditions})
 
 
+def _suspension(spec: CronScheduleSpec, now: datetime) -> tuple[str, str] | None:
+    """Why the user suspended firing (reason, message), or None."""
+    if spec.suspend:
+        return "Suspended", "spec.suspend is true: no tick fires"
+    if spec.suspend_until is not None and now < spec.suspend_until:
+        return "SuspendedUntil", f"no tick fires before {format_time(spec.suspend_until)}"
+    return None
+
+
 def _with_conditions(
-    status: CronScheduleStatus, *, now: datetime, generation: int, suspended: bool, draft: _Draft
+    status: CronScheduleStatus,
+    *,
+    now: datetime,
+    generation: int,
+    suspension: tuple[str, str] | None,
+    draft: _Draft,
 ) -> CronScheduleStatus:
     conditions = list(status.conditions)
     _set_condition(
@@ -889,8 +1169,9 @@ def _with_conditions(
         now=now,
         generation=generation,
     )
-    if suspended:
-        ready_reason, ready_message = "Suspended", "spec.suspend is true: no tick fires"
+    suspended = suspension is not None
+    if suspension is not None:
+        ready_reason, ready_message = suspension
     else:
         nxt = status.next_schedule_time
         ready_reason = "Scheduled"
@@ -900,8 +1181,8 @@ def _with_conditions(
         conditions,
         kind="Suspended",
         status="True" if suspended else "False",
-        reason="Suspended" if suspended else "Active",
-        message="",
+        reason=suspension[0] if suspension is not None else "Active",
+        message=suspension[1] if suspension is not None else "",
         now=now,
         generation=generation,
     ) and (suspended or was_suspended):  # a new schedule was never suspended: no "Resumed"

@@ -34,6 +34,8 @@ from punctual.core.times import as_utc, format_time
 MAX_RECENT_FIRINGS: Final = 20
 # How many ticks status.upcomingTicks lists, oldest first.
 MAX_UPCOMING_TICKS: Final = 5
+# How many ticks status.buffered may hold under BufferAll, at most (spec.maxBuffered).
+MAX_BUFFERED: Final = 100
 # Bounds of the lists of a spec (the CRD says the same).
 MAX_SCHEDULES: Final = 20
 MAX_EXCLUSIONS: Final = 50
@@ -54,6 +56,12 @@ class ConcurrencyPolicy(StrEnum):
     ALLOW = "Allow"
     FORBID = "Forbid"
     REPLACE = "Replace"
+    BUFFER_ONE = "BufferOne"  # keep one due tick (the first) until the running Job ends
+    BUFFER_ALL = "BufferAll"  # keep every due tick, oldest first, up to spec.maxBuffered
+
+    @property
+    def buffers(self) -> bool:
+        return self in (ConcurrencyPolicy.BUFFER_ONE, ConcurrencyPolicy.BUFFER_ALL)
 
 
 class FiringOutcome(StrEnum):
@@ -81,6 +89,12 @@ class _ApiModel(BaseModel):
         extra="ignore",
         frozen=True,
     )
+
+
+class PauseOnFailure(_ApiModel):
+    """spec.pauseOnFailure: pause after this many failed Jobs in a row."""
+
+    consecutive_failures: int = Field(ge=1, le=MAX_RECENT_FIRINGS)
 
 
 class ScheduleEntry(_ApiModel):
@@ -134,7 +148,11 @@ class CronScheduleSpec(_ApiModel):
     missed_run_policy: MissedRunPolicy = MissedRunPolicy.RUN_LATEST
     max_missed_runs: int = Field(default=10, ge=1, le=1000)
     concurrency_policy: ConcurrencyPolicy = ConcurrencyPolicy.ALLOW
+    max_buffered: int = Field(default=10, ge=1, le=MAX_BUFFERED)
     suspend: bool = False
+    suspend_until: UtcTime | None = None
+    pause_on_failure: PauseOnFailure | None = None
+    success_deadline_seconds: int | None = Field(default=None, ge=1, le=31_622_400)
     jitter_seconds: int = Field(default=0, ge=0, le=3600)
     class_name: str | None = Field(default=None, min_length=1, max_length=63)
     successful_jobs_history_limit: int = Field(default=3, ge=0, le=100)
@@ -163,6 +181,14 @@ class ActiveJob(_ApiModel):
     name: str
     tick: UtcTime
     uid: str | None = None
+
+
+class BufferedTick(_ApiModel):
+    """One entry of status.buffered: a due tick waiting for the running Job to end."""
+
+    tick: UtcTime
+    job: str  # its own Job name, as if it had fired on time: still exactly once
+    manual: bool = False
 
 
 class InFlightClaim(_ApiModel):
@@ -212,6 +238,10 @@ class CronScheduleStatus(_ApiModel):
     runs: int | None = None  # scheduled ticks fired while spec.maxRuns is set
     runs_remaining: int | None = None
     last_trigger: str | None = None  # the last manual trigger request handled
+    buffered: list[BufferedTick] | None = None  # BufferOne/BufferAll: due ticks waiting
+    consecutive_failures: int | None = None  # failed Jobs in a row, under pauseOnFailure
+    last_resume: str | None = None  # the last resume request handled (punctual resume)
+    last_successful_tick: UtcTime | None = None  # the tick of the newest succeeded Job
     installation: str | None = None  # the installation that fires it: "namespace/lease"
 
     @property

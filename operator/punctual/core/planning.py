@@ -31,7 +31,9 @@ The rules, with `cutoff = now - jitter` (a tick fires at tick + jitter):
 * A late tick (past the deadline) never fires and is recorded as missed.
 * suspend: nothing fires and the cursor does not move, so on resume the ticks of
   the suspension are a backlog under the policy above (as CronJob does). An edit
-  while suspended still moves the cursor to now.
+  while suspended still moves the cursor to now. suspendUntil is a suspension that
+  ends by itself: before it nothing fires, and the plan wakes at it. (A schedule
+  paused by pauseOnFailure is planned as suspended by its caller.)
 
 * Several entries, exclusions and a window (spec.schedules, exclude, startTime,
   endTime) make one combined set of ticks (`schedules.combining`); every rule above
@@ -316,6 +318,9 @@ def plan_ticks(
     # 3. Suspended: nothing fires and the cursor stays put. No run left: likewise.
     if spec.suspend:
         return _idle(cursor, wanted, reset=reset, suspended=True)
+    if spec.suspend_until is not None and now < spec.suspend_until:
+        idle = _idle(cursor, wanted, reset=reset, suspended=True)
+        return replace(idle, next_wake=spec.suspend_until)
     if runs_left is not None and runs_left <= 0:
         idle = _idle(cursor, wanted, reset=reset)
         return replace(idle, finished=MAX_RUNS_REACHED, limited=True)

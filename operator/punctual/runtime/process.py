@@ -20,6 +20,7 @@ from aiohttp import web
 
 from punctual.clocks import ServerClock
 from punctual.core.jobs import JobSnapshot
+from punctual.core.times import maybe_time
 from punctual.kube.applying import Applier
 from punctual.kube.client import ApiError, KubeClient, load_credentials
 from punctual.kube.events import EventRecorder
@@ -143,6 +144,29 @@ class Operator:
         self.metrics.conflicts.set(len(self.reconciler.conflicts) if leading else 0)
         self.metrics.clock_offset.set(self.clock.offset.total_seconds())
         self.metrics.clock_uncertainty.set(self.clock.uncertainty.total_seconds())
+        self._refresh_schedule_gauges(leading)
+
+    def _refresh_schedule_gauges(self, leading: bool) -> None:
+        """Paused, stale and last success per schedule that asks for them, on the leader."""
+        gauges = (self.metrics.schedule_paused, self.metrics.schedule_stale)
+        for gauge in (*gauges, self.metrics.last_success):
+            gauge.clear()
+        if not leading:
+            return
+        for key in self.view.schedule_keys():
+            body = self.view.schedule(key) or {}
+            spec, status = body.get("spec") or {}, body.get("status") or {}
+            true = {
+                c.get("type") for c in status.get("conditions") or [] if c.get("status") == "True"
+            }
+            labels = (key[0], key[1])
+            if "pauseOnFailure" in spec:
+                self.metrics.schedule_paused.labels(*labels).set(1 if "Paused" in true else 0)
+            if "successDeadlineSeconds" in spec:
+                self.metrics.schedule_stale.labels(*labels).set(1 if "Stale" in true else 0)
+                success = maybe_time(status.get("lastSuccessfulTime"))
+                if success is not None:
+                    self.metrics.last_success.labels(*labels).set(success.timestamp())
 
     async def _notify_when_synced(self) -> None:
         await self.synced.wait()
