@@ -16,6 +16,7 @@ from .test_deciding import (
     BROKEN,
     CREATED_,
     DONE,
+    FAILED,
     SUCCEEDED,
     T0,
     H,
@@ -276,3 +277,20 @@ def test_without_the_objective_nothing_about_freshness_is_written() -> None:
     after = decision.status or status
     assert "lastSuccessfulTick" not in after
     assert not [c for c in after.get("conditions", []) if c["type"] in ("Stale", "Paused")]
+
+
+def test_a_failed_job_status_never_recorded_as_created_still_counts_once() -> None:
+    # The Job of T0 - H fired on its claim made ahead; status never said Created before
+    # it failed. It counts, once: the next decision sees it recorded Failed.
+    spec = spec_body(**PAUSE)
+    status = status_body(spec, cursor=T0 - 2 * H,
+                         firings=[(T0 - 2 * H, FAILED), (T0 - 3 * H, FAILED)])  # fmt: skip
+    status["consecutiveFailures"] = 2
+    status["inFlight"] = [{"tick": iso(T0 - H), "job": n(T0 - H), "epoch": 6}]
+    jobs = [job(T0 - 3 * H, BROKEN), job(T0 - 2 * H, BROKEN), job(T0 - H, BROKEN)]
+    decision = run(schedule_body(spec, status), jobs, now=T0 - 30 * M)
+    assert decision.status is not None
+    assert decision.status["consecutiveFailures"] == 3
+    assert condition(decision.status, "Paused")["status"] == "True"
+    again = run(schedule_body(spec, decision.status), jobs, now=T0 - 29 * M)
+    assert (again.status or decision.status)["consecutiveFailures"] == 3

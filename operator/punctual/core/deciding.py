@@ -870,20 +870,30 @@ def _hold(schedule: _Schedule, spec: CronScheduleSpec) -> _Hold:
     resumed = request if request and request != old.last_resume else None
     if spec.pause_on_failure is None:
         return _Hold(failures=None, failed=(), paused=False, resumed=resumed)
-    states = {j.name: j.state for j in schedule.ours if j.state is not JobState.ACTIVE}
+    # Each finished Job is counted once: when status does not yet record its outcome.
+    # Older than everything status still records (a full recentFirings), it was counted.
+    final = (FiringOutcome.FAILED, FiringOutcome.SUCCEEDED, FiringOutcome.REPLACED)
+    recorded = {f.job: f.outcome for f in old.recent_firings if f.job is not None}
+    full = len(old.recent_firings) >= MAX_RECENT_FIRINGS
+    oldest = min((f.tick for f in old.recent_firings), default=None)
     count = old.consecutive_failures or 0
     failed: list[str] = []
     for firing in sorted(old.recent_firings, key=lambda f: f.tick):
-        if firing.job is None:
-            continue
-        outcome = states.get(firing.job) if firing.outcome is FiringOutcome.CREATED else None
-        if outcome is JobState.FAILED:
-            count += 1
-        elif outcome is JobState.SUCCEEDED:
-            count = 0
-        if firing.outcome is FiringOutcome.FAILED or outcome is JobState.FAILED:
+        if firing.outcome is FiringOutcome.SUCCEEDED:
+            failed = []
+        elif firing.outcome is FiringOutcome.FAILED and firing.job is not None:
             failed.append(firing.job)
-        elif firing.outcome is FiringOutcome.SUCCEEDED or outcome is JobState.SUCCEEDED:
+    for job in sorted((j for j in schedule.ours if j.state is not JobState.ACTIVE),
+                      key=lambda j: (j.tick or EPOCH, j.name)):  # fmt: skip
+        if recorded.get(job.name) in final:
+            continue
+        if full and oldest is not None and (job.tick is None or job.tick < oldest):
+            continue
+        if job.state is JobState.FAILED:
+            count += 1
+            failed.append(job.name)
+        else:
+            count = 0
             failed = []
     if resumed is not None:
         count = 0
@@ -937,7 +947,8 @@ def _with_hold(
             generation=generation,
         )
     else:
-        reason = "Resumed" if hold.resumed is not None else "Firing"
+        before = next((c.reason for c in conditions if c.type == "Paused"), None)
+        reason = "Resumed" if hold.resumed is not None or before == "Resumed" else "Firing"
         if (
             _set_condition(
                 conditions,

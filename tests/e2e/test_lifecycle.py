@@ -1,0 +1,199 @@
+"""The run lifecycle against the real control plane: buffering, pause on failure, suspend
+until, and the freshness objective, with real `punctual run` processes.
+
+kwok's pods run for as long as their annotation says and fail when asked, so Jobs last
+seconds and fail on demand; the audit log is the oracle for "each tick at most once".
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .conftest import Cluster
+from .operators import now, operators, parse, tick_of, wait_until
+from .test_operator import apply, assert_exactly_once, created, get, leader_of, schedule
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    return tmp_path
+
+
+def failing(body: dict[str, Any]) -> dict[str, Any]:
+    """The schedule with pods that fail (kwok's pod-fail stage)."""
+    pod = body["spec"]["jobTemplate"]["spec"]["template"]["metadata"]
+    pod["annotations"]["punctual.dev/test-outcome"] = "fail"
+    return body
+
+
+def condition(status: dict[str, Any], kind: str) -> dict[str, Any]:
+    return next((c for c in status.get("conditions") or [] if c["type"] == kind), {})
+
+
+def status_of(cluster: Cluster, namespace: str, name: str) -> dict[str, Any]:
+    return dict(get(cluster, namespace, "cronschedule", name).get("status") or {})
+
+
+def jobs_of(cluster: Cluster, namespace: str, name: str) -> list[dict[str, Any]]:
+    items = get(cluster, namespace, "jobs")["items"]
+    return [j for j in items if j["metadata"]["name"].startswith(name + "-")]
+
+
+def test_buffer_all_fires_each_buffered_tick_once_one_job_at_a_time_across_a_leader_kill(
+    crd: Cluster, namespace: str, workdir: Path
+) -> None:
+    if crd.audit_log is None:
+        pytest.skip("needs the local control plane's audit log")
+    with operators(crd, namespace, workdir) as ops:
+        replicas = {"b0": ops.start("b0"), "b1": ops.start("b1")}
+        wait_until(lambda: leader_of(crd, namespace) in replicas, 20, what="a leader")
+        body = schedule("buf", "* * * * * *", run_ms=2500, concurrencyPolicy="BufferAll",
+                        maxBuffered=2, successfulJobsHistoryLimit=30)  # fmt: skip
+        apply(crd, namespace, body)
+        seen_buffered: set[str] = set()
+
+        def buffered_now() -> list[str]:
+            names = [b["job"] for b in status_of(crd, namespace, "buf").get("buffered") or []]
+            seen_buffered.update(names)
+            return names
+
+        wait_until(buffered_now, 20, what="a buffered tick")
+        leader = leader_of(crd, namespace)
+        replicas[leader].signal(signal.SIGKILL)
+        replicas[leader].proc.wait(5)
+        replicas["b2"] = ops.start("b2")
+        end = time.monotonic() + 20
+        while time.monotonic() < end:
+            buffered_now()
+            time.sleep(0.3)
+        status = status_of(crd, namespace, "buf")
+        jobs = jobs_of(crd, namespace, "buf")
+
+    creates = created(crd, namespace, "buf")
+    assert_exactly_once(creates)
+    fired = {c.name for c in creates}
+    # Every tick that was buffered and is no longer in the buffer fired (or was recorded).
+    still = {b["job"] for b in status.get("buffered") or []}
+    recorded = {f.get("job") for f in status.get("recentFirings") or []}
+    assert seen_buffered - still, "no buffered tick ever left the buffer"
+    for name in seen_buffered - still:
+        assert name in fired or name not in recorded, name
+    fired_from_buffer = [c for c in creates if (c.at - tick_of(c.name)).total_seconds() > 1.5]
+    assert fired_from_buffer, "no Job was created late, from the buffer"
+    # One Job at a time: each Job was created after the one before it completed.
+    done = sorted(
+        (parse(j["metadata"]["creationTimestamp"]), parse(j["status"]["completionTime"]))
+        for j in jobs
+        if (j.get("status") or {}).get("completionTime")
+    )
+    for (_, finished), (started, _) in itertools.pairwise(done):
+        assert started >= finished - timedelta(seconds=1), (started, finished)
+    skipped = [f for f in status.get("recentFirings") or [] if f["outcome"] == "Skipped"]
+    assert any("maxBuffered 2" in f["reason"] for f in skipped)
+
+
+def test_three_failed_jobs_pause_the_schedule_and_punctual_resume_resumes_it(
+    crd: Cluster, namespace: str, workdir: Path
+) -> None:
+    body = failing(schedule("flaky", "*/2 * * * * *", run_ms=200,
+                            pauseOnFailure={"consecutiveFailures": 3}))  # fmt: skip
+    with operators(crd, namespace, workdir) as ops:
+        ops.start("solo")
+        wait_until(lambda: leader_of(crd, namespace) == "solo", 20, what="leadership")
+        apply(crd, namespace, body)
+        paused = wait_until(
+            lambda: condition(status_of(crd, namespace, "flaky"), "Paused").get("status") == "True",
+            60,
+            what="the Paused condition",
+        )
+        assert paused
+        status = status_of(crd, namespace, "flaky")
+        count = len(created(crd, namespace, "flaky"))
+        assert count == 3, f"{count} Jobs fired before the pause, 3 failures wanted"
+        time.sleep(6)  # three more ticks pass: nothing fires
+        assert len(created(crd, namespace, "flaky")) == count
+        assert status["consecutiveFailures"] == 3
+        assert "punctual resume flaky" in condition(status, "Paused")["message"]
+        events = crd.kubectl("get", "events", "-n", namespace, "-o", "json").stdout
+        assert '"reason": "Paused"' in events
+        spec_before = get(crd, namespace, "cronschedule", "flaky")["spec"]
+
+        resume = subprocess.run(
+            [sys.executable, "-m", "punctual.cli", "resume", "flaky", "-n", namespace,
+             "--kubeconfig", str(crd.kubeconfig)],
+            capture_output=True, text=True, env={**os.environ}, timeout=60,
+        )  # fmt: skip
+        assert resume.returncode == 0, resume.stderr
+        assert "was paused; resuming" in resume.stdout
+        wait_until(lambda: len(created(crd, namespace, "flaky")) > count, 20, what="a new Job")
+        after = status_of(crd, namespace, "flaky")
+        assert condition(after, "Paused")["reason"] in ("Resumed", "ConsecutiveFailures")
+        assert after["lastResume"]
+        assert get(crd, namespace, "cronschedule", "flaky")["spec"] == spec_before
+
+
+def test_suspend_until_fires_nothing_before_and_fires_again_after(
+    crd: Cluster, namespace: str, workdir: Path
+) -> None:
+    until = (now() + timedelta(seconds=8)).replace(microsecond=0)
+    with operators(crd, namespace, workdir) as ops:
+        ops.start("solo")
+        wait_until(lambda: leader_of(crd, namespace) == "solo", 20, what="leadership")
+        apply(crd, namespace, schedule("later", "* * * * * *", suspendUntil=_rfc3339(until)))
+        time.sleep(3)
+        status = status_of(crd, namespace, "later")
+        assert condition(status, "Suspended")["reason"] == "SuspendedUntil"
+        wait_until(
+            lambda: [c for c in created(crd, namespace, "later") if tick_of(c.name) >= until],
+            20,
+            what="a Job after suspendUntil",
+        )
+    assert not [c for c in created(crd, namespace, "later") if tick_of(c.name) < until]
+
+
+def test_stale_appears_when_no_job_succeeds_in_time_and_clears_on_success(
+    crd: Cluster, namespace: str, workdir: Path
+) -> None:
+    body = schedule("fresh", "*/10 * * * * *", run_ms=6000, successDeadlineSeconds=2)
+    with operators(crd, namespace, workdir) as ops:
+        ops.start("solo")
+        wait_until(lambda: leader_of(crd, namespace) == "solo", 20, what="leadership")
+        apply(crd, namespace, body)
+        stale = wait_until(
+            lambda: (
+                condition(s := status_of(crd, namespace, "fresh"), "Stale").get("status") == "True"
+                and s
+            ),
+            30,
+            what="Stale",
+        )
+        message = condition(stale, "Stale")["message"]
+        wait_until(
+            lambda: condition(status_of(crd, namespace, "fresh"), "Stale").get("status") == "False",
+            20,
+            what="Stale to clear after the Job succeeded",
+        )
+        status = status_of(crd, namespace, "fresh")
+    tick = datetime.fromisoformat(status["lastSuccessfulTick"].replace("Z", "+00:00"))
+    assert tick.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ") in message
+    events = crd.kubectl("get", "events", "-n", namespace, "-o", "json").stdout
+    assert any(
+        e["reason"] == "Stale" and e["type"] == "Warning" for e in json.loads(events)["items"]
+    )
+
+
+def _rfc3339(instant: datetime) -> str:
+    return instant.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
