@@ -29,6 +29,7 @@ from typing import Any, Final, Literal
 
 from pydantic import ValidationError
 
+from punctual.core.freezing import Freeze, FreezeAction, ended_between, holding
 from punctual.core.jobs import JobSnapshot, JobState, build_job, manual_job_name
 from punctual.core.models import (
     MAX_RECENT_FIRINGS,
@@ -40,6 +41,7 @@ from punctual.core.models import (
     CronScheduleStatus,
     FiringOutcome,
     InFlightClaim,
+    MissedRunPolicy,
     RecordedFiring,
     describe_error,
     dump_status,
@@ -211,6 +213,7 @@ def decide(
     *,
     now: datetime,
     leadership: Leadership,
+    freezes: Sequence[Freeze] = (),
 ) -> Decision:
     """Decide everything about one schedule at `now` (the API server's time).
 
@@ -234,8 +237,11 @@ def decide(
     #    Under maxRuns, such a tick counts as a run too.
     ahead = _claimed_ahead(schedule)
     hold = _hold(schedule, spec)
+    labels = (body.get("metadata") or {}).get("labels") or {}
+    frozen = tuple(f for f in freezes if f.selects(labels))
+    deferred = holding(frozen, now, FreezeAction.DEFER)
     plan = plan_ticks(
-        spec.model_copy(update={"suspend": True}) if hold.paused else spec,
+        _effective(spec, schedule, frozen, paused=hold.paused or deferred is not None, now=now),
         uid=schedule.uid,
         created=schedule.created,
         cursor=_fired_cursor(schedule, ahead),
@@ -248,7 +254,32 @@ def decide(
     if plan.invalid is not None:
         written = {"schedule_fingerprint": plan.fingerprint, "last_scheduled_time": plan.cursor}
         return _invalid(schedule, plan.invalid, now=now, updates=written)
-    return _decide_firings(body, schedule, spec, plan, hold, now=now, leadership=leadership)
+    if deferred is not None:  # wake when the window ends, to run what it deferred
+        plan = replace(plan, next_wake=min(filter(None, [plan.next_wake, deferred[1]])))
+    return _decide_firings(body, schedule, spec, plan, hold, frozen, now=now, leadership=leadership)
+
+
+def _effective(
+    spec: CronScheduleSpec,
+    schedule: _Schedule,
+    frozen: Sequence[Freeze],
+    *,
+    paused: bool,
+    now: datetime,
+) -> CronScheduleSpec:
+    """The spec as planned now: suspended while paused or deferred by a freeze; right
+    after a Defer window, its ticks run as one RunLatest tick whatever their deadline."""
+    if paused:
+        return spec.model_copy(update={"suspend": True})
+    cursor = schedule.old.last_scheduled_time
+    if cursor is not None and ended_between(frozen, cursor, now, FreezeAction.DEFER):
+        return spec.model_copy(
+            update={
+                "missed_run_policy": MissedRunPolicy.RUN_LATEST,
+                "starting_deadline_seconds": None,
+            }
+        )
+    return spec
 
 
 def _decide_firings(
@@ -257,6 +288,7 @@ def _decide_firings(
     spec: CronScheduleSpec,
     plan: TickPlan,
     hold: _Hold,
+    frozen: Sequence[Freeze],
     *,
     now: datetime,
     leadership: Leadership,
@@ -268,7 +300,8 @@ def _decide_firings(
     _record_fired_ahead(schedule, ahead, draft)
     in_flight, recovering = _recover_claims(schedule, ahead)  # 3.
     trigger = _manual_trigger(schedule, now, draft)
-    wanted = recovering + _due(schedule, plan, ahead, draft) + ([trigger] if trigger else [])
+    due = _skip_frozen(_due(schedule, plan, ahead, draft), frozen, draft)
+    wanted = recovering + due + ([trigger] if trigger else [])
     recovered = {c.job for c in in_flight}
     replace: list[JobToDelete] = []
     if spec.concurrency_policy.buffers:  # 5.
@@ -281,7 +314,8 @@ def _decide_firings(
     fresh = _claim(creates, in_flight, ahead, draft)
     runs, plan = _count_runs(spec, old, plan, draft)
     _record_missed_and_skipped(plan, draft)  # 6.
-    _claim_next_tick(schedule, plan, in_flight, ahead, leadership.epoch)  # 7.
+    if plan.next_tick is None or holding(frozen, plan.next_tick) is None:
+        _claim_next_tick(schedule, plan, in_flight, ahead, leadership.epoch)  # 7.
     replaced = {j.name for j in replace}  # 8. history, never a Job whose tick is in flight
     prune = _prune(spec, schedule.ours, keep={c.job for c in in_flight} | replaced)
     # 9. Status: what happened, newest first, and what is running now.
@@ -303,6 +337,7 @@ def _decide_firings(
         new, hold, spec, schedule.name, now=now, generation=schedule.generation, draft=draft
     )
     new, fresh_until = _with_freshness(new, spec, schedule, now=now, draft=draft)
+    new = _with_frozen(new, frozen, now=now, generation=schedule.generation, draft=draft)
     new_status = dump_status(new)
     deferral = _deferral(schedule, plan, draft, new_status, in_flight, ahead, fresh, replace, prune)
     release, release_needs_status = _release(schedule)  # a held Job's claim: written first
@@ -1009,6 +1044,51 @@ def _with_freshness(
         )  # fmt: skip
         wake = due
     return status.model_copy(update={"conditions": conditions, "last_successful_tick": last}), wake
+
+
+def _skip_frozen(due: list[Candidate], frozen: Sequence[Freeze], draft: _Draft) -> list[Candidate]:
+    """Due ticks inside a Skip freeze window are skipped, the window named as the reason."""
+    kept = []
+    for candidate in due:
+        held = holding(frozen, candidate.tick, FreezeAction.SKIP)
+        if held is None:
+            kept.append(candidate)
+        else:
+            freeze, until = held
+            reason = f"FreezeWindow {freeze.name}: Skip until {format_time(until)}"
+            _record_skip(draft, candidate, reason)
+    return kept
+
+
+def _with_frozen(
+    status: CronScheduleStatus,
+    frozen: Sequence[Freeze],
+    *,
+    now: datetime,
+    generation: int,
+    draft: _Draft,
+) -> CronScheduleStatus:
+    """The Frozen condition: True while a FreezeWindow holds the schedule, naming it."""
+    conditions = list(status.conditions)
+    had = any(c.type == "Frozen" for c in conditions)
+    held = holding(frozen, now)
+    if held is None and not had:
+        return status
+    if held is not None:
+        freeze, until = held
+        verb = "skips" if freeze.action is FreezeAction.SKIP else "defers"
+        message = f"FreezeWindow {freeze.name} {verb} ticks until {format_time(until)}"
+        if _set_condition(
+            conditions, kind="Frozen", status="True", reason=freeze.action.value,
+            message=message, now=now, generation=generation,
+        ):  # fmt: skip
+            draft.events.append(EventNote("Normal", "Frozen", message))
+    elif _set_condition(
+        conditions, kind="Frozen", status="False", reason="NoFreeze", message="",
+        now=now, generation=generation,
+    ):  # fmt: skip
+        draft.events.append(EventNote("Normal", "Thawed", "No FreezeWindow holds it any more"))
+    return status.model_copy(update={"conditions": conditions})
 
 
 def _record_skip(draft: _Draft, candidate: Candidate, reason: str) -> None:

@@ -83,6 +83,7 @@ def make_registry(
     credentials: Credentials,
     on_schedule: Callable[[Key, str | None], None],
     on_job: Callable[[Key, str, JobSnapshot | None], None],
+    on_freeze: Callable[[str, str, dict[str, Any] | None], None] | None = None,
 ) -> kopf.OperatorRegistry:
     """A private kopf registry with Punctual's indices and event handlers."""
     registry = kopf.OperatorRegistry()
@@ -117,6 +118,15 @@ def make_registry(
         gone = event["type"] == "DELETED"
         job = None if gone else JobSnapshot.from_body(event["body"])
         on_job((event["namespace"], event["labels"][LABEL_SCHEDULE]), event["uid"], job)
+
+    if on_freeze is not None:
+        # No index: an index of a resource whose CRD is not installed (an upgrade that
+        # skipped the CRDs) must not hold back the schedules; the leader also lists them.
+        @kopf.on.event("punctual.dev", "v1", "freezewindows", registry=registry)
+        async def freeze_changed(**event: Any) -> None:
+            gone = event["type"] == "DELETED"
+            body = None if gone else without_managed_fields(event["body"])
+            on_freeze(event["namespace"], event["name"], body)
 
     return registry
 

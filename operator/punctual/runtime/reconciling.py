@@ -12,7 +12,7 @@ applier, or act when this replica does not lead.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
@@ -20,6 +20,7 @@ from typing import Any, Protocol
 from punctual.clocks import Clock
 from punctual.core.deciding import Decision, EventNote, Leadership, decide
 from punctual.core.deferring import defer
+from punctual.core.freezing import Freeze
 from punctual.core.ownership import Ownership, owner_of, ownership
 from punctual.kube.applying import Applied, NotLeader, schedule_path
 from punctual.kube.client import Api, ApiError, NotFound, Unavailable
@@ -88,8 +89,10 @@ class Reconciler:
         installation: Installation | None = None,
         others: Judging | None = None,
         events: Reporting | None = None,
+        freezes: Callable[[str], Sequence[Freeze]] = lambda namespace: (),
     ) -> None:
         self.api = api
+        self.freezes = freezes  # the FreezeWindows of a namespace, as the leader knows them
         self.view = view
         self.elector = elector
         self.applier = applier
@@ -154,6 +157,7 @@ class Reconciler:
             self.view.jobs(uid),
             now=self.clock.now(),
             leadership=Leadership(epoch, self.elector.identity, installation),
+            freezes=self.freezes(key[0]),
         )
         if decision.status is None:
             self.view.unwritten_since.pop(key, None)
