@@ -4,6 +4,7 @@ concurrencyPolicy for one firing, as decisions around one fixed instant."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -226,3 +227,17 @@ def test_a_recovered_manual_claim_keeps_who_asked() -> None:
     [create] = run(schedule).creates
     assert create.name == job
     assert create.body["metadata"]["annotations"]["punctual.dev/triggered-by"] == "alice"
+
+
+def test_the_crd_records_what_a_request_may_say() -> None:
+    import yaml
+
+    from punctual.core.triggers import MAX_TRIGGER_REASON, MAX_TRIGGERED_BY, OVERRIDABLE
+
+    crd = Path(__file__).resolve().parents[2] / "crds" / "cronschedules.punctual.dev.yaml"
+    [version] = yaml.safe_load(crd.read_text())["spec"]["versions"]
+    status = version["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]
+    firing = status["recentFirings"]["items"]["properties"]
+    assert firing["concurrencyPolicy"]["enum"] == [p.value for p in OVERRIDABLE]
+    assert firing["triggeredBy"]["maxLength"] == MAX_TRIGGERED_BY
+    assert firing["triggerReason"]["maxLength"] == MAX_TRIGGER_REASON
