@@ -16,6 +16,7 @@ import asyncio
 import os
 import secrets
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
 if TYPE_CHECKING:
@@ -208,14 +209,30 @@ def _problem_with(options: Options) -> str | None:
 
 
 def add_trigger_command(subparsers: Any) -> None:
+    from punctual.core.triggers import MAX_TRIGGER_REASON, OVERRIDABLE
+
     parser = subparsers.add_parser(
         "trigger",
         help="fire a schedule now",
-        description="Fire CronSchedule NAME now, once, subject to its concurrencyPolicy, by "
-        "setting its punctual.dev/trigger annotation to a new request id. The firing is "
-        "recorded in status.recentFirings like any other.",
+        description="Fire CronSchedule NAME now, once, subject to its concurrencyPolicy "
+        "(or --overlap), by setting its punctual.dev/trigger annotation to a new request. "
+        "The request names you as the API server knows you (its SelfSubjectReview, as "
+        "`kubectl auth whoami`) and --reason; the firing is recorded with both in "
+        "status.recentFirings, `punctual history`, the Triggered Event and the Job's "
+        "punctual.dev/triggered-by and punctual.dev/trigger-reason annotations.",
     )
     _add_schedule_arguments(parser)
+    parser.add_argument(
+        "--reason",
+        help=f"why you fire it, recorded with the firing (at most {MAX_TRIGGER_REASON} characters)",
+    )
+    parser.add_argument(
+        "--overlap",
+        metavar="POLICY",
+        choices=[p.value for p in OVERRIDABLE],
+        help="the concurrencyPolicy for this firing only, instead of the schedule's: "
+        + ", ".join(p.value for p in OVERRIDABLE),
+    )
     parser.set_defaults(handler=_trigger)
 
 
@@ -223,15 +240,50 @@ def _trigger(arguments: argparse.Namespace, context: _Context) -> int:
     from punctual.clocks import SystemClock
     from punctual.core.deciding import TRIGGER_ANNOTATION
     from punctual.core.times import format_time
+    from punctual.core.triggers import (
+        MAX_TRIGGER_REASON,
+        TriggerError,
+        TriggerRequest,
+        overlap_policy,
+    )
+    from punctual.kube.client import ApiError
+    from punctual.kube.reviewing import caller_name
 
+    reason = arguments.reason
+    if reason is not None and not 0 < len(reason) <= MAX_TRIGGER_REASON:
+        print(
+            f"punctual: --reason must be 1 to {MAX_TRIGGER_REASON} characters, not {len(reason)}",
+            file=context.stderr,
+        )
+        return 2
+    try:
+        policy = overlap_policy(arguments.overlap, "--overlap")
+    except TriggerError as error:  # argparse's choices catch it first; kept for callers
+        print(f"punctual: {error}", file=context.stderr)
+        return 2
     request = f"{format_time(SystemClock().now().replace(microsecond=0))}-{secrets.token_hex(3)}"
-    patch = {"metadata": {"annotations": {TRIGGER_ANNOTATION: request}}}
-    done = _on_schedule(arguments, context, lambda api, path: api.patch(path, patch))
+    asked = TriggerRequest(request, None, reason, policy)
+
+    async def ask(api: KubeClient, path: str) -> dict[str, Any]:
+        nonlocal asked
+        try:
+            asked = replace(asked, triggered_by=await caller_name(api))
+        except ApiError as error:
+            print(
+                f"punctual: the API server cannot say who you are ({error}); "
+                "the trigger names nobody",
+                file=context.stderr,
+            )
+        patch = {"metadata": {"annotations": {TRIGGER_ANNOTATION: asked.annotation()}}}
+        return await api.patch(path, patch)
+
+    done = _on_schedule(arguments, context, ask)
     if done is None:
         return 1
     meta = done["metadata"]
+    who = "" if asked.triggered_by is None else f" by {asked.triggered_by}"
     print(
-        f"cronschedule {meta['namespace']}/{meta['name']} triggered (request {request})",
+        f"cronschedule {meta['namespace']}/{meta['name']} triggered{who} (request {request})",
         file=context.stdout,
     )
     return 0
@@ -289,35 +341,22 @@ def add_history_command(subparsers: Any) -> None:
         "history",
         help="show a schedule's recent firings",
         description="Show the recent firings of CronSchedule NAME, newest first: each tick, "
-        "its Job, what became of it and why, and the leader epoch that decided it.",
+        "its Job, what became of it and why, the leader epoch that decided it, and for a "
+        "manual trigger who asked and why.",
     )
     _add_schedule_arguments(parser)
     parser.set_defaults(handler=_history)
 
 
 def _history(arguments: argparse.Namespace, context: _Context) -> int:
+    from punctual.cli.describing import firings_table
+
     body = _on_schedule(arguments, context, lambda api, path: api.get(path))
     if body is None:
         return 1
     status = body.get("status") or {}
-    rows = [("TICK", "JOB", "OUTCOME", "EPOCH", "REASON")]
-    for firing in status.get("recentFirings") or []:
-        outcome = firing.get("outcome", "")
-        if firing.get("manual"):
-            outcome += " (manual)"
-        rows.append(
-            (
-                firing.get("tick", ""),
-                firing.get("job") or "-",
-                outcome,
-                str(firing.get("epoch", "")),
-                firing.get("reason") or "",
-            )
-        )
-    widths = [max(len(row[i]) for row in rows) for i in range(4)]
-    for row in rows:
-        cells = [cell.ljust(width) for cell, width in zip(row[:4], widths, strict=True)]
-        print("   ".join([*cells, row[4]]).rstrip(), file=context.stdout)
+    for row in firings_table(status.get("recentFirings") or []):
+        print(row, file=context.stdout)
     print(
         f"\nlast scheduled {status.get('lastScheduledTime', '-')}, "
         f"next {status.get('nextScheduleTime', '-')}, "

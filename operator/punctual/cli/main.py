@@ -7,7 +7,8 @@ several entries, exclusions, the window and maxRuns) or a live one (`punctual ne
 NAME -n NS`), and run, trigger and inspect schedules from the same tool.
 Each subcommand is a `Command`: a function that adds its parser to the subparsers
 and points it at a handler. `next` and `explain` live here; `run`, `trigger` and
-`history` in `cli.cluster`, which imports the heavy parts only when they run.
+`history` in `cli.cluster`, which imports the heavy parts only when they run;
+`describe` here, its screen drawn by `cli.describing`.
 
 What it must never do: read the clock other than through the injected `Clock`,
 or print a traceback for bad input. A bad schedule or zone exits with status 2
@@ -35,6 +36,7 @@ from punctual.cli.cluster import (
     add_trigger_command,
     fetch_schedule,
 )
+from punctual.cli.describing import describe_schedule
 from punctual.clocks import Clock, SystemClock
 from punctual.core.models import CronScheduleSpec, describe_error
 from punctual.core.planning import tick_source
@@ -127,12 +129,37 @@ def _add_source_arguments(parser: argparse.ArgumentParser) -> None:
     _add_zone_and_uid(parser)
 
 
+def add_describe_command(subparsers: Subparsers) -> None:
+    parser = subparsers.add_parser(
+        "describe",
+        help="show a schedule on one screen: meaning, next ticks, state, firings",
+        description="Show CronSchedule NAME (-n NS), or the one in FILE (-f), on one screen: "
+        "its spec in words (as `punctual explain`), its policies, its state (suspended, "
+        "paused, finished, invalid, and whatever else its conditions say), the next ticks, "
+        "what waits (buffered ticks, a backfill), the recent firings with who asked and "
+        "why, and its conditions.",
+    )
+    parser.add_argument("name", metavar="NAME", nargs="?", help="a live CronSchedule")
+    parser.add_argument(
+        "-f", "--filename", metavar="FILE", help="a CronSchedule manifest (YAML or JSON)"
+    )
+    parser.add_argument(
+        "--namespace", "-n", default=None, help="NAME's namespace (the kubeconfig's if unset)"
+    )
+    parser.add_argument("--kubeconfig", default=None, help="for NAME (default: $KUBECONFIG)")
+    parser.add_argument(
+        "--count", type=int, default=10, metavar="N", help="how many next ticks (default: 10)"
+    )
+    parser.set_defaults(handler=_run_describe)
+
+
 COMMANDS: list[Command] = [
     add_next_command,
     add_explain_command,
     add_run_command,
     add_trigger_command,
     add_resume_command,
+    add_describe_command,
     add_history_command,
 ]
 
@@ -346,3 +373,42 @@ def _instant(arguments: argparse.Namespace, target: _Target) -> datetime:
         return parse_time(text, naive_zone=load_zone(target.zone_name))
     except ValueError as error:
         raise CliError(f'invalid --from "{text}": {error}') from None
+
+
+def _run_describe(arguments: argparse.Namespace, context: Context) -> int:
+    if not 0 <= arguments.count <= MAX_COUNT:
+        raise CliError(f"--count must be between 0 and {MAX_COUNT}, not {arguments.count}")
+    if (arguments.name is None) == (arguments.filename is None):
+        raise CliError("give NAME (-n NS) or -f FILE")
+    if arguments.filename is not None:
+        body = _read_manifest(arguments.filename)
+    else:
+        fetched = fetch_schedule(arguments.name, arguments.namespace, arguments.kubeconfig, context)
+        if fetched is None:
+            return EXIT_FAILED
+        body = fetched
+    arguments.uid = None
+    target = _spec_target(body, arguments)
+    assert target.spec is not None
+    now = context.clock.now()
+    upcoming: list[datetime] = []
+    finished = any(
+        c.get("type") == "Finished" and c.get("status") == "True"
+        for c in (body.get("status") or {}).get("conditions") or []
+        if isinstance(c, Mapping)
+    )
+    count = arguments.count if target.runs_left is None else min(arguments.count, target.runs_left)
+    while not finished and len(upcoming) < count:
+        found = target.ticks.next_tick(upcoming[-1] if upcoming else now)
+        if found is None:
+            break
+        upcoming.append(found)
+    lines = describe_schedule(
+        body,
+        now=now,
+        explained=_explain_spec(target.spec, target.uid),
+        upcoming=upcoming,
+        zone=target.ticks.zone,
+    )
+    print("\n".join(lines), file=context.stdout)
+    return EXIT_OK

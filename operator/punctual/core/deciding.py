@@ -55,8 +55,10 @@ from punctual.core.planning import (
     schedule_fingerprint,
     tick_source,
 )
-from punctual.core.schedules import ScheduleError, jitter_offset
+from punctual.core.schedules import ScheduleError, jitter_offset, load_zone
+from punctual.core.stamping import Firing, FiringKind, clashes, describe_clashes
 from punctual.core.times import EPOCH, format_time, parse_time
+from punctual.core.triggers import TriggerError, TriggerRequest, parse_trigger, request_id
 
 # The annotation a user (or `punctual trigger`) sets on a CronSchedule to fire it now.
 # Its value is the request id: each distinct value fires once.
@@ -165,6 +167,8 @@ class Candidate:
     tick: datetime
     manual: bool = False
     request: str | None = None  # the trigger's request id, when it is still known
+    kind: FiringKind = FiringKind.SCHEDULED  # told to the workload (PUNCTUAL_FIRING)
+    trigger: TriggerRequest | None = None  # a manual trigger's request, when still known
 
 
 @dataclass(frozen=True, slots=True)
@@ -300,17 +304,21 @@ def _decide_firings(
     _record_fired_ahead(schedule, ahead, draft)
     in_flight, recovering = _recover_claims(schedule, ahead)  # 3.
     trigger = _manual_trigger(schedule, now, draft)
+    _report_clashes(schedule, spec, draft)
     due = _skip_frozen(_due(schedule, plan, ahead, draft), frozen, draft)
     wanted = recovering + due + ([trigger] if trigger else [])
     recovered = {c.job for c in in_flight}
+    overriding = _overriding(wanted, recovered)  # a trigger with its own policy
+    rest = [c for c in wanted if c not in overriding]
     replace: list[JobToDelete] = []
     if spec.concurrency_policy.buffers:  # 5.
-        creates = _apply_buffer(spec, schedule, wanted, draft, recovering=recovered, now=now)
+        creates = _apply_buffer(spec, schedule, rest, draft, recovering=recovered, now=now)
     else:
         _drop_buffer(schedule, spec, draft)
         creates, replace = _apply_concurrency(
-            spec.concurrency_policy, wanted, schedule.live, draft, recovering=recovered
+            spec.concurrency_policy, rest, schedule.live, draft, recovering=recovered
         )
+    creates, replace = _apply_overrides(overriding, creates, replace, schedule.live, draft)
     fresh = _claim(creates, in_flight, ahead, draft)
     runs, plan = _count_runs(spec, old, plan, draft)
     _record_missed_and_skipped(plan, draft)  # 6.
@@ -326,7 +334,7 @@ def _decide_firings(
         creates=creates,
         in_flight=in_flight,
         replaced=replaced,
-        last_trigger=trigger.request if trigger is not None else old.last_trigger,
+        last_trigger=_handled_trigger(schedule),
         installation=leadership.installation,
         now=now,
         runs=runs,
@@ -486,7 +494,9 @@ def _recover_claims(
         request = schedule.old.last_trigger if manual else None
         if request is not None and claim.job != manual_job_name(schedule.name, request):
             request = None  # an older manual claim: its request id is no longer known
-        recovering.append(Candidate(claim.job, claim.tick, manual, request))
+        kind = FiringKind.MANUAL if manual else FiringKind.SCHEDULED
+        asked = _asked(schedule, request)
+        recovering.append(Candidate(claim.job, claim.tick, manual, request, kind, asked))
     return in_flight, recovering
 
 
@@ -509,12 +519,64 @@ def _due(
 
 
 def _manual_trigger(schedule: _Schedule, now: datetime, draft: _Draft) -> Candidate | None:
-    """A trigger annotation with a request id not seen before fires once, now."""
-    request = schedule.annotations.get(TRIGGER_ANNOTATION)
-    if not request or request == schedule.old.last_trigger:
+    """A trigger annotation with a request id not seen before fires once, now (see
+    `triggers` for its two spellings). One that cannot be honoured is reported once."""
+    value = schedule.annotations.get(TRIGGER_ANNOTATION)
+    last = schedule.old.last_trigger
+    if not value or last in (value, request_id(value)):  # the raw value: an older operator's
         return None
-    draft.events.append(EventNote("Normal", "Triggered", f"Manual trigger {request!r}"))
-    return Candidate(manual_job_name(schedule.name, request), now, True, request)
+    try:
+        asked = parse_trigger(value)
+    except TriggerError as error:
+        draft.events.append(EventNote("Warning", "InvalidTrigger", str(error)))
+        return None
+    draft.events.append(EventNote("Normal", "Triggered", f"Manual trigger {asked.describe()}"))
+    name = manual_job_name(schedule.name, asked.request)
+    return Candidate(name, now, True, asked.request, FiringKind.MANUAL, asked)
+
+
+def _handled_trigger(schedule: _Schedule) -> str | None:
+    """status.lastTrigger: the request id of the trigger annotation, handled in this
+    decision or before (fired, skipped, or refused as unreadable)."""
+    value = schedule.annotations.get(TRIGGER_ANNOTATION)
+    return request_id(value) if value else schedule.old.last_trigger
+
+
+def _asked(schedule: _Schedule, request: str | None) -> TriggerRequest | None:
+    """The request `request` as the annotation still spells it, if it still does."""
+    value = schedule.annotations.get(TRIGGER_ANNOTATION)
+    if request is None or not value:
+        return None
+    try:
+        asked = parse_trigger(value)
+    except TriggerError:
+        return None
+    return asked if asked.request == request else None
+
+
+def _trigger_fields(candidate: Candidate) -> dict[str, Any]:
+    """What a manual firing records of its request in status.recentFirings."""
+    asked = candidate.trigger
+    if asked is None:
+        return {}
+    return {
+        "triggered_by": asked.triggered_by,
+        "trigger_reason": asked.trigger_reason,
+        "concurrency_policy": asked.concurrency_policy,
+    }
+
+
+def _report_clashes(schedule: _Schedule, spec: CronScheduleSpec, draft: _Draft) -> None:
+    """A jobTemplate that sets one of Punctual's variables itself keeps its value, and
+    says so in one Warning Event per generation of the schedule: in the decision that
+    first writes that generation as status.observedGeneration. That write is fenced,
+    so the Event is posted once across leaders and restarts, at no write of its own;
+    an edit reports it again, while Events expire (an hour, by default)."""
+    if schedule.old.observed_generation == schedule.generation:
+        return
+    found = clashes(spec.job_template)
+    if found:
+        draft.events.append(EventNote("Warning", "EnvironmentClash", describe_clashes(found)))
 
 
 def _claim(
@@ -540,6 +602,7 @@ def _claim(
                 outcome=FiringOutcome.CREATED,
                 epoch=draft.epoch,
                 manual=candidate.manual,
+                **_trigger_fields(candidate),
             )
         )
     return [c.job for c in creates if c.job not in recovered and c.job not in ahead]
@@ -693,6 +756,7 @@ def _job_to_create(
     now: datetime,
 ) -> JobToCreate:
     tick = candidate.tick
+    asked = candidate.trigger
     return JobToCreate(
         name=candidate.job,
         tick=tick,
@@ -706,8 +770,40 @@ def _job_to_create(
             leader=leadership.identity,
             trigger=candidate.request,
             installation=leadership.installation,
+            firing=_firing(body, candidate, spec, leadership, uid=uid),
+            triggered_by=None if asked is None else asked.triggered_by,
+            trigger_reason=None if asked is None else asked.trigger_reason,
         ),
     )
+
+
+def _firing(
+    body: Mapping[str, Any],
+    candidate: Candidate,
+    spec: CronScheduleSpec,
+    leadership: Leadership,
+    *,
+    uid: str,
+) -> Firing:
+    """What the Job's containers are told (see `stamping`): the previous tick is the
+    newest of the schedule's combined ticks before this firing's."""
+    try:
+        zone = load_zone(spec.time_zone)
+        previous = tick_source(spec, uid=uid).prev_tick(candidate.tick - _BEFORE)
+    except ScheduleError:  # the plan would have refused it; never fire on a guess
+        zone, previous = load_zone("UTC"), None
+    return Firing(
+        tick=candidate.tick,
+        previous_tick=previous,
+        zone=zone,
+        schedule=str(body["metadata"]["name"]),
+        namespace=str(body["metadata"]["namespace"]),
+        kind=candidate.kind,
+        epoch=leadership.epoch,
+    )
+
+
+_BEFORE: Final = timedelta(microseconds=1)
 
 
 def _next_wake(
@@ -1091,6 +1187,42 @@ def _with_frozen(
     return status.model_copy(update={"conditions": conditions})
 
 
+def _overriding(wanted: list[Candidate], recovering: set[str]) -> list[Candidate]:
+    """Manual triggers that asked for their own concurrencyPolicy (not being recovered)."""
+    return [
+        c
+        for c in wanted
+        if c.trigger is not None
+        and c.trigger.concurrency_policy is not None
+        and c.job not in recovering
+    ]
+
+
+def _apply_overrides(
+    overriding: list[Candidate],
+    creates: list[Candidate],
+    replace: list[JobToDelete],
+    live: list[JobSnapshot],
+    draft: _Draft,
+) -> tuple[list[Candidate], list[JobToDelete]]:
+    """5. A manual trigger that asked for its own concurrencyPolicy is decided after the
+    others, under its policy, against the Jobs still running and those this decision
+    creates."""
+    for candidate in overriding:
+        assert candidate.trigger is not None and candidate.trigger.concurrency_policy is not None
+        going = {j.name for j in replace}
+        running = [j for j in live if j.name not in going]
+        creates, more = _apply_concurrency(
+            candidate.trigger.concurrency_policy,
+            [*creates, candidate],
+            running,
+            draft,
+            recovering={c.job for c in creates},
+        )
+        replace = [*replace, *more]
+    return creates, replace
+
+
 def _record_skip(draft: _Draft, candidate: Candidate, reason: str) -> None:
     draft.skips.append(reason.split(":", 1)[0].replace(" ", "="))  # concurrencyPolicy=Forbid
     draft.firings.append(
@@ -1100,6 +1232,7 @@ def _record_skip(draft: _Draft, candidate: Candidate, reason: str) -> None:
             epoch=draft.epoch,
             reason=reason,
             manual=candidate.manual,
+            **_trigger_fields(candidate),
         )
     )
     draft.events.append(

@@ -207,6 +207,11 @@ class RecordedFiring(_ApiModel):
     outcome: FiringOutcome
     epoch: int
     reason: str | None = None
+    # A manual trigger: who asked (as `punctual trigger` saw it), why, and the
+    # concurrencyPolicy it asked for this one firing (None: the schedule's).
+    triggered_by: str | None = None
+    trigger_reason: str | None = None
+    concurrency_policy: ConcurrencyPolicy | None = None
     manual: bool = False
 
 
