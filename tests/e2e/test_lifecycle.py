@@ -197,3 +197,57 @@ def test_stale_appears_when_no_job_succeeds_in_time_and_clears_on_success(
 
 def _rfc3339(instant: datetime) -> str:
     return instant.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def test_a_freeze_window_holds_a_labelled_schedule_and_not_another_then_ends_by_itself(
+    crd: Cluster, namespace: str, workdir: Path
+) -> None:
+    if crd.audit_log is None:
+        pytest.skip("needs the local control plane's audit log")
+    start = (now() + timedelta(seconds=6)).replace(microsecond=0)
+    end = start + timedelta(seconds=6)
+    held = schedule("held", "* * * * * *", successfulJobsHistoryLimit=30)
+    held["metadata"]["labels"] = {"tier": "batch"}
+    free = schedule("free", "* * * * * *", successfulJobsHistoryLimit=30)
+    freeze = {
+        "apiVersion": "punctual.dev/v1",
+        "kind": "FreezeWindow",
+        "metadata": {"name": "release"},
+        "spec": {
+            "selector": {"matchLabels": {"tier": "batch"}},
+            "from": _rfc3339(start),
+            "to": _rfc3339(end),
+            "action": "Skip",
+        },
+    }
+    with operators(crd, namespace, workdir) as ops:
+        ops.start("solo")
+        wait_until(lambda: leader_of(crd, namespace) == "solo", 20, what="leadership")
+        apply(crd, namespace, held, free, freeze)
+
+        def window_status() -> dict[str, Any]:
+            return dict(get(crd, namespace, "freezewindow", "release").get("status") or {})
+
+        active = wait_until(lambda: window_status().get("active") and window_status(), 20,
+                            what="the window active in its status")  # fmt: skip
+        assert active["schedules"] == 1
+        frozen = condition(status_of(crd, namespace, "held"), "Frozen")
+        assert frozen["status"] == "True" and "FreezeWindow" in frozen["message"]
+        after = end + timedelta(seconds=1)
+        wait_until(
+            lambda: [c for c in created(crd, namespace, "held") if tick_of(c.name) >= after],
+            20,
+            what="the held schedule firing again after the window",
+        )
+        wait_until(lambda: window_status().get("active") is False, 15, what="inactive status")
+        status = status_of(crd, namespace, "held")
+
+    held_ticks = {tick_of(c.name) for c in created(crd, namespace, "held")}
+    free_ticks = {tick_of(c.name) for c in created(crd, namespace, "free")}
+    inside = {start + timedelta(seconds=i) for i in range(6)}
+    assert not held_ticks & inside, sorted(held_ticks & inside)
+    assert inside <= free_ticks, sorted(inside - free_ticks)
+    assert_exactly_once(created(crd, namespace, "held") + created(crd, namespace, "free"))
+    events = json.loads(crd.kubectl("get", "events", "-n", namespace, "-o", "json").stdout)
+    assert any(e["reason"] == "Skipped" and "FreezeWindow" in e["message"] for e in events["items"])
+    assert condition(status, "Frozen")["status"] == "False"
