@@ -251,3 +251,82 @@ def test_a_freeze_window_holds_a_labelled_schedule_and_not_another_then_ends_by_
     events = json.loads(crd.kubectl("get", "events", "-n", namespace, "-o", "json").stdout)
     assert any(e["reason"] == "Skipped" and "FreezeWindow" in e["message"] for e in events["items"])
     assert condition(status, "Frozen")["status"] == "False"
+
+
+def _cli(crd: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "punctual.cli", *args, "--kubeconfig", str(crd.kubeconfig)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_a_backfill_of_50_ticks_creates_50_jobs_once_each_run_twice_and_across_a_failover(
+    crd: Cluster, namespace: str, workdir: Path
+) -> None:
+    if crd.audit_log is None:
+        pytest.skip("needs the local control plane's audit log")
+    end = now().replace(microsecond=0) - timedelta(seconds=5)
+    start = end - timedelta(seconds=50)
+    body = schedule("past", "* * * * * *", suspend=True)  # only the backfill fires
+    window = ("--from", _rfc3339(start), "--to", _rfc3339(end))
+    with operators(crd, namespace, workdir) as ops:
+        replicas = {"f0": ops.start("f0"), "f1": ops.start("f1")}
+        wait_until(lambda: leader_of(crd, namespace) in replicas, 20, what="a leader")
+        apply(crd, namespace, body)
+        time.sleep(2)
+        dry = _cli(crd, "backfill", "past", "-n", namespace, *window, "--dry-run")
+        assert dry.returncode == 0, dry.stderr
+        assert "50 ticks would run, 0 already done" in dry.stdout
+        asked = _cli(crd, "backfill", "past", "-n", namespace, *window)
+        assert asked.returncode == 0, asked.stderr
+        wait_until(lambda: len(created(crd, namespace, "past")) >= 15, 30, what="15 Jobs")
+        leader = leader_of(crd, namespace)
+        replicas[leader].signal(signal.SIGKILL)
+        replicas[leader].proc.wait(5)
+        replicas["f2"] = ops.start("f2")
+
+        def progress() -> dict[str, Any]:
+            return dict(status_of(crd, namespace, "past").get("backfill") or {})
+
+        wait_until(lambda: progress().get("state") == "Done", 60, what="the backfill done")
+        first = progress()
+        again = _cli(crd, "backfill", "past", "-n", namespace, *window)
+        assert again.returncode == 0, again.stderr
+        wait_until(
+            lambda: progress().get("state") == "Done" and progress()["request"] != first["request"],
+            30,
+            what="the second backfill done",
+        )
+        second = progress()
+        history = _cli(crd, "history", "past", "-n", namespace)
+
+    creates = created(crd, namespace, "past")
+    assert_exactly_once(creates)
+    stored = {c.name for c in creates} | _stored_though_unanswered(crd, namespace, "past")
+    assert sorted(tick_of(name) for name in stored) == [
+        start + timedelta(seconds=i) for i in range(50)
+    ]
+    assert first["total"] == 50 and first["done"] + first["skipped"] == 50
+    assert second["done"] == 0 and second["skipped"] == 50
+    assert "backfill" in history.stdout and "Done" in history.stdout
+    paced = sorted(c.at for c in creates)
+    assert (paced[-1] - paced[0]).total_seconds() >= 5, "50 Jobs in a herd, not paced"
+
+
+def _stored_though_unanswered(crd: Cluster, namespace: str, prefix: str) -> set[str]:
+    """Jobs whose create got no answer (a 504: the leader was killed while it was in
+    flight) yet were stored: a later request found them (a delete or patch that worked)."""
+    unanswered, found = set(), set()
+    for event in crd.audit_events():
+        ref = event.get("objectRef") or {}
+        name = str(ref.get("name", ""))
+        if ref.get("namespace") != namespace or not name.startswith(prefix + "-"):
+            continue
+        code = int((event.get("responseStatus") or {}).get("code", 0))
+        if event.get("verb") == "create" and code == 504:
+            unanswered.add(name)
+        elif event.get("verb") in ("delete", "patch", "get") and code == 200:
+            found.add(name)
+    return unanswered & found

@@ -30,6 +30,7 @@ import yaml
 from pydantic import ValidationError
 
 from punctual.cli.cluster import (
+    add_backfill_command,
     add_history_command,
     add_resume_command,
     add_run_command,
@@ -159,6 +160,7 @@ COMMANDS: list[Command] = [
     add_run_command,
     add_trigger_command,
     add_resume_command,
+    add_backfill_command,
     add_describe_command,
     add_history_command,
 ]

@@ -29,11 +29,14 @@ from typing import Any, Final, Literal
 
 from pydantic import ValidationError
 
+from punctual.core.backfilling import BACKFILL_ANNOTATION, advance, begin, covers
 from punctual.core.freezing import Freeze, FreezeAction, ended_between, holding
 from punctual.core.jobs import JobSnapshot, JobState, build_job, manual_job_name
 from punctual.core.models import (
     MAX_RECENT_FIRINGS,
     ActiveJob,
+    Backfill,
+    BackfillState,
     BufferedTick,
     ConcurrencyPolicy,
     Condition,
@@ -199,6 +202,7 @@ class _Draft:
     skips: list[str] = field(default_factory=list)  # metric label per concurrency skip
     events: list[EventNote] = field(default_factory=list)
     buffered: list[BufferedTick] | None = None  # status.buffered after this decision
+    backfill: Backfill | None = None  # status.backfill after this decision
 
 
 @dataclass(frozen=True, slots=True)
@@ -319,6 +323,8 @@ def _decide_firings(
             spec.concurrency_policy, rest, schedule.live, draft, recovering=recovered
         )
     creates, replace = _apply_overrides(overriding, creates, replace, schedule.live, draft)
+    fills, backfill_wake = _backfill(schedule, spec, creates, draft, now=now)
+    creates = [*creates, *fills]
     fresh = _claim(creates, in_flight, ahead, draft)
     runs, plan = _count_runs(spec, old, plan, draft)
     _record_missed_and_skipped(plan, draft)  # 6.
@@ -363,7 +369,9 @@ def _decide_firings(
         missed=sum(f.count for f in plan.missed),
         skipped=_skip_counts(plan, draft),
         newly_failed=_newly_failed(old.recent_firings, history),
-        next_wake=_next_wake(plan, in_flight, now, _buffer_deadline(spec, draft), fresh_until),
+        next_wake=_next_wake(
+            plan, in_flight, now, _buffer_deadline(spec, draft), fresh_until, backfill_wake
+        ),
     )
 
 
@@ -380,7 +388,11 @@ def _count_runs(
     """
     if spec.max_runs is None:
         return None, plan
-    fired = sum(1 for f in draft.firings if f.outcome is FiringOutcome.CREATED and not f.manual)
+    fired = sum(
+        1
+        for f in draft.firings
+        if f.outcome is FiringOutcome.CREATED and not f.manual and not f.backfill
+    )
     runs = (old.runs or 0) + fired
     left = spec.max_runs - runs
     if left <= 0:
@@ -446,7 +458,9 @@ def _claimed_ahead(schedule: _Schedule) -> dict[str, InFlightClaim]:
     return {
         c.job: c
         for c in schedule.old.in_flight
-        if c.job == job_name(schedule.name, c.tick) and (cursor is None or c.tick > cursor)
+        if c.job == job_name(schedule.name, c.tick)
+        and not c.backfill
+        and (cursor is None or c.tick > cursor)
     }
 
 
@@ -495,6 +509,7 @@ def _recover_claims(
         if request is not None and claim.job != manual_job_name(schedule.name, request):
             request = None  # an older manual claim: its request id is no longer known
         kind = FiringKind.MANUAL if manual else FiringKind.SCHEDULED
+        kind = FiringKind.BACKFILL if claim.backfill else kind
         asked = _asked(schedule, request)
         recovering.append(Candidate(claim.job, claim.tick, manual, request, kind, asked))
     return in_flight, recovering
@@ -592,8 +607,12 @@ def _claim(
         if candidate.job in recovered:
             continue
         claim = ahead.get(candidate.job)
+        backfill = True if candidate.kind is FiringKind.BACKFILL else None
         in_flight.append(
-            claim or InFlightClaim(tick=candidate.tick, job=candidate.job, epoch=draft.epoch)
+            claim
+            or InFlightClaim(
+                tick=candidate.tick, job=candidate.job, epoch=draft.epoch, backfill=backfill
+            )
         )
         draft.firings.append(
             RecordedFiring(
@@ -602,6 +621,7 @@ def _claim(
                 outcome=FiringOutcome.CREATED,
                 epoch=draft.epoch,
                 manual=candidate.manual,
+                backfill=backfill,
                 **_trigger_fields(candidate),
             )
         )
@@ -700,6 +720,7 @@ def _new_status(
             "recent_firings": recent[:MAX_RECENT_FIRINGS],
             "last_trigger": last_trigger,
             "buffered": draft.buffered or None,
+            "backfill": draft.backfill or old.backfill,
             "installation": installation or old.installation,
             "observed_generation": schedule.generation,
         }
@@ -1140,6 +1161,51 @@ def _with_freshness(
         )  # fmt: skip
         wake = due
     return status.model_copy(update={"conditions": conditions, "last_successful_tick": last}), wake
+
+
+def _backfill(
+    schedule: _Schedule,
+    spec: CronScheduleSpec,
+    creates: Sequence[Candidate],
+    draft: _Draft,
+    *,
+    now: datetime,
+) -> tuple[list[Candidate], datetime | None]:
+    """The next batch of a backfill (see `backfilling`): a new request starts, a cancel
+    stops, a running one advances. Ticks already done are never created again."""
+    old = schedule.old.backfill
+    value = schedule.annotations.get(BACKFILL_ANNOTATION)
+    try:
+        source = tick_source(spec, uid=schedule.uid)
+    except ScheduleError:
+        return [], None
+    current = old
+    if value:
+        started = begin(value, old, source, now)
+        if started is not None:
+            current = started.backfill
+            if started.note:
+                kind: EventType = "Warning" if current.state is BackfillState.INVALID else "Normal"
+                draft.events.append(EventNote(kind, "Backfill", started.note))
+    if current is None:
+        return [], None
+    recorded = {f.job for f in schedule.old.recent_firings if f.job is not None}
+    recorded |= {c.job for c in schedule.old.in_flight} | {c.job for c in creates}
+
+    def already(tick: datetime) -> bool:
+        name = job_name(schedule.name, tick)
+        return name in schedule.by_name or name in recorded or covers(old, tick)
+
+    running = len(schedule.live) + len(creates)
+    step = advance(current, source, already=already, running=running, now=now)
+    if step.note:
+        draft.events.append(EventNote("Normal", "Backfill", step.note))
+    draft.backfill = step.backfill
+    fills = [
+        Candidate(job_name(schedule.name, tick), tick, kind=FiringKind.BACKFILL)
+        for tick in step.ticks
+    ]
+    return fills, step.wake
 
 
 def _skip_frozen(due: list[Candidate], frozen: Sequence[Freeze], draft: _Draft) -> list[Candidate]:

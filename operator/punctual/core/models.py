@@ -191,12 +191,44 @@ class BufferedTick(_ApiModel):
     manual: bool = False
 
 
+class BackfillState(StrEnum):
+    RUNNING = "Running"
+    DONE = "Done"
+    CANCELLED = "Cancelled"
+    INVALID = "Invalid"
+
+
+class Span(_ApiModel):
+    """[from, to): a range of ticks."""
+
+    start: UtcTime = Field(alias="from")
+    to: UtcTime
+
+
+class Backfill(_ApiModel):
+    """status.backfill: the newest backfill request and how far it got."""
+
+    request: str
+    start: UtcTime | None = Field(default=None, alias="from")
+    to: UtcTime | None = None
+    overlap: ConcurrencyPolicy = ConcurrencyPolicy.ALLOW
+    state: BackfillState
+    total: int = 0
+    done: int = 0  # ticks this backfill created a Job for
+    skipped: int = 0  # ticks that already had their Job (already done)
+    cursor: UtcTime | None = None  # the newest tick considered
+    message: str | None = None
+    # Ranges earlier backfills of this schedule went through: never run again.
+    covered: list[Span] = Field(default_factory=list)
+
+
 class InFlightClaim(_ApiModel):
     """A tick claimed in status whose Job is not yet confirmed created."""
 
     tick: UtcTime
     job: str
     epoch: int
+    backfill: bool | None = None  # True: claimed by a backfill (punctual backfill)
 
 
 class RecordedFiring(_ApiModel):
@@ -213,6 +245,7 @@ class RecordedFiring(_ApiModel):
     trigger_reason: str | None = None
     concurrency_policy: ConcurrencyPolicy | None = None
     manual: bool = False
+    backfill: bool | None = None  # True: fired by a backfill (punctual backfill)
 
 
 class Condition(_ApiModel):
@@ -244,6 +277,7 @@ class CronScheduleStatus(_ApiModel):
     runs_remaining: int | None = None
     last_trigger: str | None = None  # the last manual trigger request handled
     buffered: list[BufferedTick] | None = None  # BufferOne/BufferAll: due ticks waiting
+    backfill: Backfill | None = None  # the newest backfill request and its progress
     consecutive_failures: int | None = None  # failed Jobs in a row, under pauseOnFailure
     last_resume: str | None = None  # the last resume request handled (punctual resume)
     last_successful_tick: UtcTime | None = None  # the tick of the newest succeeded Job

@@ -35,8 +35,7 @@ class FiringKind(StrEnum):
 
     SCHEDULED = "scheduled"  # a tick of the schedule came
     MANUAL = "manual"  # `punctual trigger` (the punctual.dev/trigger annotation)
-    # A backfill (`punctual backfill`) adds its member here, BACKFILL = "backfill", and
-    # sets it on its candidates (`deciding.Candidate.kind`); nothing else changes.
+    BACKFILL = "backfill"  # `punctual backfill` (the punctual.dev/backfill annotation)
 
 
 # Each fact of a firing: its environment variable and its pod template annotation.
