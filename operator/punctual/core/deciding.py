@@ -143,6 +143,9 @@ class Leadership:
     # The installation (its Lease, "namespace/name"), written in status with every claim
     # and labelled on every Job; None: not recorded (tests, single installations).
     installation: str | None = None
+    # With shards: the shard ("<i>-of-<n>") whose Lease gave the epoch, labelled on every
+    # Job so that the admission policy judges it by that shard's Fence entry.
+    shard: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -602,6 +605,7 @@ def _job_to_create(
             leader=leadership.identity,
             trigger=candidate.request,
             installation=leadership.installation,
+            shard=leadership.shard,
         ),
     )
 

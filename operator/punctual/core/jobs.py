@@ -38,6 +38,8 @@ ANNOTATION_TRIGGER: Final = f"{GROUP}/trigger"  # on a Job: the manual request i
 FINALIZER: Final = f"{GROUP}/record-firing"
 # Which installation created a Job: its fencing binding admits only its own Jobs.
 LABEL_INSTALLATION: Final = f"{GROUP}/installation"
+# With shards: "<i>-of-<n>", the shard whose Fence entry the admission policy judges it by.
+LABEL_SHARD: Final = f"{GROUP}/shard"
 
 
 class JobState(StrEnum):
@@ -118,6 +120,7 @@ def build_job(
     leader: str,
     trigger: str | None = None,
     installation: str | None = None,
+    shard: str | None = None,
 ) -> dict[str, Any]:
     """The Job for one firing: the template, plus Punctual's labels, annotations and owner."""
     meta = schedule["metadata"]
@@ -127,6 +130,8 @@ def build_job(
     labels.update({LABEL_SCHEDULE: meta["name"], LABEL_SCHEDULE_UID: meta["uid"]})
     if installation is not None:
         labels[LABEL_INSTALLATION] = installation_label(installation)
+    if shard is not None:
+        labels[LABEL_SHARD] = shard
     annotations = dict(template_meta.get("annotations") or {})
     annotations.update(
         {

@@ -45,6 +45,10 @@ class Options:
     log_format: str = "text"  # or "json"
     metrics_port: int | None = 8080  # None: no HTTP endpoint
     fence: str | None = "punctual-fence"  # None: no Fence for the admission policy
+    # Shards (kube.sharding): schedules split by a hash of their uid, each shard led
+    # through its own Lease and Fence entry, the shards shared evenly by the live replicas.
+    # 1: one leader Lease, as before shards existed.
+    shards: int = 1
     # Which schedules this installation fires: those whose spec.className is this (None:
     # those without a className).
     class_name: str | None = None

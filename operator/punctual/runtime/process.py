@@ -23,14 +23,15 @@ from punctual.core.jobs import JobSnapshot
 from punctual.kube.applying import Applier
 from punctual.kube.client import ApiError, KubeClient, load_credentials
 from punctual.kube.events import EventRecorder
-from punctual.kube.leases import Installations, LeaderElector
+from punctual.kube.leases import Installations
 from punctual.kube.ratelimiting import RateLimiter
+from punctual.kube.sharding import ShardedElection, shard_key, shard_of
 from punctual.kube.watching import make_registry, new_indexers, quiet_kopf, watch
 from punctual.metrics import Metrics, serve
 from punctual.runtime.calibrating import calibrate
 from punctual.runtime.logs import configure_logging
 from punctual.runtime.options import Options, default_identity
-from punctual.runtime.reconciling import Installation, Reconciler
+from punctual.runtime.reconciling import Installation, Reconciler, Role
 from punctual.runtime.scheduling import Key, SchedulerLoop
 from punctual.runtime.supervision import Fatal, first_failure, install_stop_signals
 from punctual.runtime.view import LeaderView
@@ -56,25 +57,41 @@ class Operator:
         self.options = options
         self.clock = clock
         lease_namespace = options.lease_namespace or api.credentials.namespace
-        self.elector = LeaderElector(
-            api, options.lease_config(lease_namespace), clock=clock, watch=api.watch
+        self.election = ShardedElection(
+            api,
+            options.lease_config(lease_namespace),
+            options.shards,
+            clock=clock,
+            watch=api.watch,
         )
         self.events = EventRecorder(api, clock=clock)
         self.indexers = new_indexers()  # kopf's indices, read by the scheduler too
         self.view = LeaderView(lambda name: self.indexers.indices.get(name, {}))
         self.loop = SchedulerLoop(self._reconcile, clock=clock, workers=options.workers)
+        limiter = RateLimiter(options.qps, options.burst)  # one for all shards
+        # One role per shard: its elector, and an applier that writes only while it leads.
+        self.roles = [
+            Role(
+                elector,
+                Applier(
+                    api,
+                    may_write=elector.is_leader,
+                    events=self.events,
+                    limiter=limiter,
+                    metrics=self.metrics,
+                    clock=clock,
+                ),
+                shard_key(index, options.shards),
+            )
+            for index, elector in enumerate(self.election.electors)
+        ]
         self.reconciler = Reconciler(
             api=api,
             view=self.view,
-            elector=self.elector,
-            applier=Applier(
-                api,
-                may_write=self.elector.is_leader,
-                events=self.events,
-                limiter=RateLimiter(options.qps, options.burst),
-                metrics=self.metrics,
-                clock=clock,
-            ),
+            elector=self.roles[0].elector,
+            applier=self.roles[0].applier,
+            roles=lambda uid: self.roles[shard_of(uid, options.shards)],
+            leads_any=self.election.is_leader,
             clock=clock,
             status_delay=timedelta(seconds=options.status_delay),
             forget=self.loop.forget,
@@ -113,16 +130,19 @@ class Operator:
 
     async def _follow_leadership(self, stop: asyncio.Event) -> None:
         """Enable the loop while leading; on becoming leader, look at every schedule."""
+        led: set[int] = set()
         while not stop.is_set():
-            self.elector.changed.clear()
-            leading = self.elector.is_leader()
-            self.loop.enabled = leading
-            if leading:
-                self.view.clear()
+            self.election.changed.clear()
+            now_led = set(self.election.led())
+            self.loop.enabled = bool(now_led)
+            if now_led - led:  # a shard gained: look at every schedule (others return at once)
+                if not led:
+                    self.view.clear()
                 self.notify_all()
                 if self.synced.is_set():
                     await self.reconciler.sweep()
-            changed = asyncio.ensure_future(self.elector.changed.wait())
+            led = now_led
+            changed = asyncio.ensure_future(self.election.changed.wait())
             stopper = asyncio.ensure_future(stop.wait())
             await asyncio.wait(
                 {changed, stopper},
@@ -134,11 +154,12 @@ class Operator:
 
     def refresh_gauges(self) -> None:
         """Gauges read at scrape time from the live state."""
-        leading = self.elector.is_leader()
+        leading = self.election.is_leader()
         self.metrics.leader.set(1 if leading else 0)
-        self.metrics.epoch.set(
-            self.elector.epoch if leading and self.elector.epoch is not None else -1
-        )
+        first = self.election.electors[0]
+        single = self.election.count == 1 and leading and first.epoch is not None
+        self.metrics.epoch.set(first.epoch if single and first.epoch is not None else -1)
+        self.metrics.shards_led.set(len(self.election.led()))
         self.metrics.schedules.set(len(self.view.schedule_keys()))
         self.metrics.conflicts.set(len(self.reconciler.conflicts) if leading else 0)
         self.metrics.clock_offset.set(self.clock.offset.total_seconds())
@@ -155,7 +176,7 @@ class Operator:
         watching = asyncio.create_task(self._watch(stop, kopf_stop), name="watching")
         # The parts run until the stop; one that ends before it is fatal.
         parts = [
-            asyncio.create_task(self.elector.run(stop), name="leader election"),
+            asyncio.create_task(self.election.run(stop), name="leader election"),
             asyncio.create_task(self.loop.run(stop), name="scheduler"),
             asyncio.create_task(self.events.run(stop), name="events"),
             asyncio.create_task(self._follow_leadership(stop), name="leadership"),
@@ -165,14 +186,15 @@ class Operator:
             asyncio.create_task(self._notify_when_synced(), name="synced"),
             asyncio.create_task(self._take_back_signals(stop), name="signals"),
         ]
-        config = self.elector.config
+        config = self.election.config
         namespaces = ", ".join(self.options.namespaces) or "all namespaces"
         logger.info(
-            "punctual running as %s (%s), Lease %s/%s",
+            "punctual running as %s (%s), Lease %s/%s%s",
             config.identity,
             namespaces,
             config.namespace,
             config.name,
+            f", {self.election.count} shards" if self.election.count > 1 else "",
         )
         failure = await first_failure(stop, [watching, *parts])
         # Shutdown, in order: the Lease is released first (the standby takes over at
@@ -210,7 +232,7 @@ class Operator:
             registry=self.registry,
             indexers=self.indexers,
             namespaces=self.options.namespaces,
-            identity=self.elector.identity,
+            identity=self.election.identity,
             stop_flag=kopf_stop,
             ready_flag=self.watching,
         )
