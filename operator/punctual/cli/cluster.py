@@ -116,8 +116,19 @@ def add_run_command(subparsers: Any) -> None:
         type=int,
     )
     add("--workers", "PUNCTUAL_WORKERS", "schedules processed at once", type=int)
-    add("--qps", "PUNCTUAL_QPS", "sustained API writes per second", type=float)
-    add("--burst", "PUNCTUAL_BURST", "API writes allowed in a burst above --qps", type=int)
+    add(
+        "--qps",
+        "PUNCTUAL_QPS",
+        "an optional cap on API writes per second; unset or 0: as fast as the API server "
+        "admits (every write pauses on its 429 Retry-After and backs off on 5xx)",
+        type=float,
+    )
+    add(
+        "--burst",
+        "PUNCTUAL_BURST",
+        "API writes allowed in a burst above --qps (default: twice --qps)",
+        type=int,
+    )
     add(
         "--status-delay",
         "PUNCTUAL_STATUS_DELAY",
