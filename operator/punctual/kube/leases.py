@@ -213,6 +213,9 @@ class LeaderElector:
         self._observation: Observation | None = None
         self._expires_in: float | None = None  # seconds until the holder's Lease expires
         self._fenced: int | None = None  # the epoch the Fence was raised to
+        # Whether our last write of the Lease (create, renew, take) succeeded: we hold it,
+        # even while we may not lead yet (the Fence not raised, kube.sharding counts it).
+        self.holding = False
         self._others = Installations(api, clock=clock, monotonic=monotonic)
         self.changed = asyncio.Event()  # set whenever leadership starts or stops
 
@@ -351,6 +354,7 @@ class LeaderElector:
     async def _settle(self, epoch: int | None, was_leader: bool) -> bool:
         """Take the epoch the Lease gave us (None: none), raise the Fence to it before
         anything is written under it, and say when leadership starts or stops."""
+        self.holding = epoch is not None
         if epoch is not None:
             name = self.config.fence
             if name is not None and self._fenced != epoch:
@@ -422,8 +426,9 @@ class LeaderElector:
 
     async def release(self) -> None:
         """Give the Lease up (empty holder) if this replica still holds it."""
-        if not self.is_leader():
+        if not (self.is_leader() or self.holding):
             return
+        self.holding = False
         self.epoch = None
         self._valid_until = float("-inf")
         self.changed.set()

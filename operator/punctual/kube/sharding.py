@@ -335,7 +335,8 @@ class ShardedElection:
         members = await self.members.live()
         now = self._monotonic()
         self.membership = track(self.membership, members, now)
-        held = [i for i, e in enumerate(self.electors) if e.epoch is not None]
+        # Held: written by us, led or not yet (waiting for the Fence during a count change).
+        held = [i for i, e in enumerate(self.electors) if e.holding]
         plan = plan_shards(
             me=self.identity,
             membership=self.membership,
@@ -352,10 +353,9 @@ class ShardedElection:
             elector = self.electors[index]
             if index in plan.release:
                 continue
-            holds = elector.epoch is not None
-            allowed = holds or taken < plan.may_take
-            await elector.attempt(may_take=allowed)
-            if not holds and elector.epoch is not None:
+            holds = elector.holding
+            await elector.attempt(may_take=holds or taken < plan.may_take)
+            if not holds and elector.holding:
                 taken += 1
         return plan
 
