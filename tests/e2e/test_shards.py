@@ -28,7 +28,7 @@ from punctual.kube.client import KubeClient
 from punctual.kube.sharding import shard_of
 
 from .conftest import REPO, Cluster, release_jobs
-from .operators import Create, job_creates, now, operators, tick_of, wait_until
+from .operators import Create, job_creates, now, operators, tick_of, wait_until, writes_by
 from .test_operator import apply, schedule
 
 pytestmark = pytest.mark.e2e
@@ -229,3 +229,141 @@ def test_three_replicas_share_eight_shards_and_a_kill_moves_only_its_shards(
     print("".join(report))
     assert p99(kept_after) <= p99(kept_before) + 0.5
     assert max(moved_after) <= 6 + 4  # about one Lease duration, plus a round
+
+
+def fence_spec(cluster: Cluster, namespace: str) -> dict[str, Any]:
+    """The Fence's spec ({} before the first leader raised it)."""
+    out = cluster.kubectl(
+        "get", "fence", "punctual-fence", "-n", namespace, "-o", "json", check=False
+    )
+    return dict(json.loads(out.stdout)["spec"]) if out.returncode == 0 else {}
+
+
+def shards_led(op: Any) -> float:
+    return op.metric("punctual_shards_led") or 0.0
+
+
+def every_second(name: str) -> dict[str, Any]:
+    return schedule(
+        name,
+        "* * * * * *",
+        run_ms=200,
+        concurrencyPolicy="Allow",
+        missedRunPolicy="RunAll",
+        maxMissedRuns=60,
+        startingDeadlineSeconds=120,
+    )
+
+
+def assert_every_tick_once(
+    cluster: Cluster, namespace: str, names: list[str], end: datetime
+) -> list[Create]:
+    """None twice, none lost between each schedule's first and last Job; still firing."""
+    everything = [c for c in job_creates(cluster, namespace) if c.code == 201]
+    for name in names:
+        mine = [c for c in everything if c.name.startswith(name + "-")]
+        counts = Counter(c.name for c in mine)
+        twice = {n: k for n, k in counts.items() if k > 1}
+        assert not twice, f"{name}: ticks created more than once: {twice}"
+        ticks = sorted(tick_of(n) for n in counts)
+        gaps = [(a, b) for a, b in pairwise(ticks) if b - a != timedelta(seconds=1)]
+        assert not gaps, f"{name}: ticks lost: {gaps}"
+        assert ticks[-1] >= end - timedelta(seconds=4), f"{name} stopped firing"
+    return everything
+
+
+def test_changing_the_shard_count_hands_over_without_mixing_or_losing_claims(
+    crd: Cluster, namespace: str, namespaces: list[str], workdir: Path
+) -> None:
+    """1 shard -> 4 -> 2, as two rollouts: the replicas of a new count lead nothing while
+    one of the old count lives (the Fence names one count), then take over once the old
+    ones are gone, finishing the claims in flight (claims made ahead sit in every
+    schedule's status at each hand-over): every tick once, none lost."""
+    if crd.audit_log is None:
+        pytest.skip("needs the local control plane's audit log")
+    names = [f"c{i}" for i in range(6)]
+    with operators(crd, namespace, workdir) as ops:
+        old = [ops.start(f"one-{i}", lease=LEASE) for i in range(2)]
+        apply(crd, namespace, *(every_second(n) for n in names))
+        wait_until(lambda: fence_spec(crd, namespace).get("holder"), 30, what="a leader")
+        time.sleep(4)
+        stages: list[tuple[datetime, list[Any]]] = []
+        for count, previous in ((4, old), (2, None)):
+            previous = previous if previous is not None else stages[-1][1]
+            new = [
+                ops.start(f"s{count}-{i}", "--shards", str(count), lease=LEASE) for i in range(2)
+            ]
+            wait_until(lambda n=new: all(op.get("/readyz")[0] == 200 for op in n), 30)
+            time.sleep(8)  # the new replicas hold shard Leases by now, and must not lead
+            assert not any(shards_led(op) for op in new), "a new count led beside the old"
+            assert fence_spec(crd, namespace).get("shardCount") != count
+            switched = now()
+            for op in previous:
+                op.stop()
+            wait_until(
+                lambda c=count: fence_spec(crd, namespace).get("shardCount") == c,
+                40,
+                what=f"the Fence switched to {count} shards",
+            )
+            wait_until(
+                lambda n=new, c=count: sum(shards_led(op) for op in n) == c,
+                40,
+                what=f"all {count} shards led",
+            )
+            time.sleep(6)
+            stages.append((switched, new))
+        end = now()
+
+    everything = assert_every_tick_once(crd, namespace, names, end)
+    by_agent = Counter(c.user_agent.removeprefix("punctual/").split("-")[0] for c in everything)
+    refused = [c for c in job_creates(crd, namespace) if c.code == 403]
+    print(
+        f"\n{len(names)} every-second schedules, 1 -> 4 -> 2 shards: {len(everything)} Jobs "
+        f"by count {dict(by_agent)}, none twice, none lost; {len(refused)} refused by the fence"
+    )
+    # Each count created Jobs, and only in its own stage.
+    for (switched, new), later in zip(stages, [*stages[1:], (end, [])], strict=True):
+        agents = {op.user_agent for op in new}
+        theirs = [c for c in everything if c.user_agent in agents]
+        assert theirs, "the new count never fired"
+        assert all(c.at >= switched for c in theirs), "a new count fired beside the old"
+        assert all(c.at <= later[0] + timedelta(seconds=2) for c in theirs)
+
+
+def test_a_paused_shard_leader_creates_nothing_after_its_shards_move(
+    crd: Cluster, namespace: str, namespaces: list[str], workdir: Path
+) -> None:
+    """SIGSTOP of one of two replicas past its Leases' expiry: the other takes its shards;
+    woken, the paused one writes no Job and no status (it knows it no longer leads, and
+    the Fence would refuse a create in flight)."""
+    if crd.audit_log is None:
+        pytest.skip("needs the local control plane's audit log")
+    names = [f"p{i}" for i in range(8)]
+    with operators(crd, namespace, workdir) as ops:
+        a = ops.start("pa", "--shards", "4", lease=LEASE)
+        b = ops.start("pb", "--shards", "4", lease=LEASE)
+        wait_until(lambda: shards_led(a) == 2 and shards_led(b) == 2, 60, what="a 2/2 split")
+        apply(crd, namespace, *(every_second(n) for n in names))
+        time.sleep(8)
+        b.signal(signal.SIGSTOP)
+        paused_at = now()
+        wait_until(lambda: shards_led(a) == 4, 40, what="the other replica leads all 4")
+        taken_over_at = now()
+        time.sleep(6)
+        b.signal(signal.SIGCONT)
+        wait_until(lambda: shards_led(b) == 0, 10, what="the woken replica leads none")
+        time.sleep(4)
+        end = now()
+
+    assert_every_tick_once(crd, namespace, names, end)
+    late = [
+        e
+        for e in writes_by(crd, namespace, b.user_agent, since=taken_over_at)
+        if e["objectRef"].get("resource") in ("jobs", "cronschedules")
+    ]
+    assert not late, f"the paused replica wrote after its shards moved: {late}"
+    print(
+        f"\nSIGSTOP of one of two replicas (4 shards): its shards moved "
+        f"{(taken_over_at - paused_at).total_seconds():.1f} s after the pause; it wrote "
+        "nothing after waking; every tick once"
+    )
