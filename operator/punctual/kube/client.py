@@ -764,9 +764,17 @@ class KubeClient:
                     text = await resp.text()
                     body = json.loads(text) if text.startswith("{") else {"message": text}
                     raise _classify(resp.status, body)
-                async for line in resp.content:
-                    if line.strip():
-                        yield json.loads(line)
+                # One JSON object per line; a line may be longer than aiohttp's readline
+                # limit (a Job with a large template), so lines are split here.
+                pending = b""
+                async for chunk in resp.content.iter_any():
+                    pending += chunk
+                    *lines, pending = pending.split(b"\n")
+                    for line in lines:
+                        if line.strip():
+                            yield json.loads(line)
+                if pending.strip():
+                    yield json.loads(pending)
         except (aiohttp.ClientConnectionError, TimeoutError) as exc:
             raise Unavailable(0, "Unreachable", f"WATCH {path}: {exc!r}") from exc
 

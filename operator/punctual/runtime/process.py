@@ -23,10 +23,11 @@ from punctual.core.jobs import JobSnapshot
 from punctual.kube.applying import Applier
 from punctual.kube.client import ApiError, KubeClient, load_credentials
 from punctual.kube.events import EventRecorder
+from punctual.kube.jobwatching import JobIndex
 from punctual.kube.leases import Installations
 from punctual.kube.ratelimiting import RateLimiter
 from punctual.kube.sharding import ShardedElection, shard_key, shard_of
-from punctual.kube.watching import make_registry, new_indexers, quiet_kopf, watch
+from punctual.kube.watching import JOBS_INDEX, make_registry, new_indexers, quiet_kopf, watch
 from punctual.metrics import Metrics, serve
 from punctual.runtime.calibrating import calibrate
 from punctual.runtime.logs import configure_logging
@@ -66,7 +67,13 @@ class Operator:
         )
         self.events = EventRecorder(api, clock=clock)
         self.indexers = new_indexers()  # kopf's indices, read by the scheduler too
-        self.view = LeaderView(lambda name: self.indexers.indices.get(name, {}))
+        # The Jobs are ours to watch (kube.jobwatching), the schedules kopf's.
+        self.jobs = JobIndex(api, options.namespaces, self._on_job)
+        self.view = LeaderView(
+            lambda name: (
+                self.jobs.index if name == JOBS_INDEX else self.indexers.indices.get(name, {})
+            )
+        )
         self.loop = SchedulerLoop(self._reconcile, clock=clock, workers=options.workers)
         limiter = RateLimiter(options.qps, options.burst)  # one for all shards
         # One role per shard: its elector, and an applier that writes only while it leads.
@@ -101,11 +108,11 @@ class Operator:
             others=Installations(api, clock=clock),
             events=self.events,
         )
-        self.synced = asyncio.Event()  # the first schedule event: indices are complete
+        # The first schedule event (kopf's index is complete) and the Jobs listed.
+        self.schedules_synced = asyncio.Event()
+        self.synced = asyncio.Event()
         self.watching = asyncio.Event()  # kopf has started its watches (readiness)
-        self.registry = make_registry(
-            credentials=api.credentials, on_schedule=self._on_schedule, on_job=self._on_job
-        )
+        self.registry = make_registry(credentials=api.credentials, on_schedule=self._on_schedule)
 
     async def _reconcile(self, key: Key) -> datetime | None:
         return await self.reconciler(key)
@@ -113,7 +120,7 @@ class Operator:
     # -- what kopf tells us ------------------------------------------------------------
 
     def _on_schedule(self, key: Key, resource_version: str | None = None) -> None:
-        self.synced.set()
+        self.schedules_synced.set()
         if not self.view.is_echo(key, resource_version):  # our own write: nothing new
             self.loop.notify(key)
 
@@ -133,14 +140,14 @@ class Operator:
         led: set[int] = set()
         while not stop.is_set():
             self.election.changed.clear()
-            now_led = set(self.election.led())
+            # Nothing is decided before both indices are complete.
+            now_led = set(self.election.led()) if self.synced.is_set() else set()
             self.loop.enabled = bool(now_led)
             if now_led - led:  # a shard gained: look at every schedule (others return at once)
                 if not led:
                     self.view.clear()
                 self.notify_all()
-                if self.synced.is_set():
-                    await self.reconciler.sweep()
+                await self.reconciler.sweep()
             led = now_led
             changed = asyncio.ensure_future(self.election.changed.wait())
             stopper = asyncio.ensure_future(stop.wait())
@@ -166,8 +173,10 @@ class Operator:
         self.metrics.clock_uncertainty.set(self.clock.uncertainty.total_seconds())
 
     async def _notify_when_synced(self) -> None:
-        await self.synced.wait()
-        self.notify_all()
+        await self.schedules_synced.wait()
+        await self.jobs.ready.wait()
+        self.synced.set()
+        self.election.changed.set()  # a leader that began before the indices sweeps now
 
     async def run(self, stop: asyncio.Event) -> None:
         """Run until `stop` is set; raise `Fatal` if any part stopped on its own first."""
@@ -181,6 +190,7 @@ class Operator:
             asyncio.create_task(self.events.run(stop), name="events"),
             asyncio.create_task(self._follow_leadership(stop), name="leadership"),
             asyncio.create_task(calibrate(self.clock, self.api, stop), name="clock"),
+            asyncio.create_task(self.jobs.run(stop), name="jobs"),
         ]
         helpers = [
             asyncio.create_task(self._notify_when_synced(), name="synced"),
