@@ -37,6 +37,7 @@ def start_operator(
     source: Path,
     *,
     cprofile: bool,
+    extra: tuple[str, ...] = (),
 ) -> OperatorProcess:
     """`punctual run` from `source` against the bench cluster, its log in `workdir`."""
     profile_path = workdir / f"cprofile-{identity}.pstats" if cprofile else None
@@ -52,6 +53,7 @@ def start_operator(
         identity,
         NAMESPACE,
         *profile.punctual_flags(),
+        *extra,
         log=workdir / f"operator-{identity}.log",
         env=env,
         cwd=REPO,

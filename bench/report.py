@@ -226,6 +226,14 @@ def summarize_collapsed(text: str, *, seconds: float, rate: int, top: int = 20) 
 # -- the report -------------------------------------------------------------------------
 
 
+def _client_cap(p: dict[str, Any]) -> str:
+    """The operator's client-side limit as run: a QPS and burst, or none (the default
+    since issue 13: as fast as the API server admits, pausing on 429 and 5xx)."""
+    if not p.get("qps"):
+        return "no client cap (follows the API server)"
+    return f"QPS {p['qps']:g}, burst {p['burst']}"
+
+
 def _settings_table(results: list[Result]) -> list[str]:
     lines = [
         "| profile | Punctual (`punctual run`) "
@@ -242,7 +250,7 @@ def _settings_table(results: list[Result]) -> list[str]:
         flags = p.get("flags")
         given = f"`{flags}`" if flags else "no flags"
         lines.append(
-            f"| {r['profile']} | {given}: QPS {p['qps']:g}, burst {p['burst']}, workers "
+            f"| {r['profile']} | {given}: {_client_cap(p)}, workers "
             f"{p['workers']} | --kube-api-qps {k['kube-api-qps']} --kube-api-burst "
             f"{k['kube-api-burst']}, --concurrent-cron-job-syncs "
             f"{k['concurrent-cron-job-syncs']} |"

@@ -32,6 +32,7 @@ from trial import Trial
 
 from punctual.core.schedules import parse_schedule
 from punctual.kube.client import KubeClient, load_kubeconfig
+from punctual.kube.sharding import shard_of
 
 JOB_TEMPLATE: dict[str, Any] = {
     "spec": {
@@ -189,7 +190,11 @@ async def punctual(trial: Trial) -> None:
     trial.result["fencing"] = install_punctual(
         trial.cluster, settings.source, fencing=settings.fencing
     )
-    first, standby = await _start_replicas(trial, failover=trial.kind == "failover")
+    sharded = trial.scenario.shards > 1
+    if sharded:
+        first, standby = await _start_sharded(trial), None
+    else:
+        first, standby = await _start_replicas(trial, failover=trial.kind == "failover")
     start, tick, expression = _punctual_tick(trial)
     bodies = _cronschedules(n, expression)
     log(f"{trial.scenario.id} n={n}: creating CronSchedules '{expression}', tick {hms(tick)}")
@@ -199,7 +204,7 @@ async def punctual(trial: Trial) -> None:
     )
     expected = _expected_ticks(created, expression, tick, spread=spread)
     created_at = wall()
-    last_initial = await _await_first_statuses(trial, first, tick)
+    last_initial = await _await_first_statuses(trial, None if sharded else first, tick)
     if standby is not None:
         await _await_standby_index(trial, standby, tick)
     ready = wall()
@@ -218,6 +223,9 @@ async def punctual(trial: Trial) -> None:
     if standby is not None:
         await _kill_leader(trial, first, tick)
         leader = standby
+    killing = None
+    if trial.scenario.kill:
+        killing = asyncio.create_task(_kill_one_sharded(trial, tick + 20.0, created))
     await observe(
         trial,
         Expectation(
@@ -232,6 +240,120 @@ async def punctual(trial: Trial) -> None:
     )
     if standby is not None:
         _record_failover(trial, first, standby, tick)
+    if killing is not None:
+        await killing
+    if sharded:
+        _record_replicas(trial, created)
+
+
+# -- shards (issue 13) -------------------------------------------------------------------
+
+
+async def _shard_holders(trial: Trial) -> dict[int, str]:
+    """The holder of each of the scenario's shard Leases (held ones only)."""
+    count = trial.scenario.shards
+    listed = await trial.api.get(f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases")
+    held = {}
+    for lease in listed.get("items") or []:
+        for index in range(count):
+            if lease["metadata"]["name"] == f"{LEASE}-{index}-of-{count}":
+                holder = (lease.get("spec") or {}).get("holderIdentity") or ""
+                if holder:
+                    held[index] = holder
+    return held
+
+
+async def _start_sharded(trial: Trial) -> OperatorProcess:
+    """R replicas with --shards S, once every shard is held and the split is even (+-1)."""
+    cprofile = trial.settings.profiler == "cprofile"
+    replicas = [
+        start_operator(
+            trial.cluster,
+            trial.workdir,
+            f"bench-{chr(ord('a') + i)}",
+            trial.profile,
+            trial.settings.source,
+            cprofile=cprofile,
+            extra=("--shards", str(trial.scenario.shards)),
+        )
+        for i in range(trial.scenario.replicas)
+    ]
+    trial.operators.extend(replicas)
+
+    async def even() -> bool:
+        held = await _shard_holders(trial)
+        counts = [sum(1 for h in held.values() if h == r.identity) for r in replicas]
+        return len(held) == trial.scenario.shards and max(counts) - min(counts) <= 1
+
+    await wait_for("an even split of the shards", even, 120, 0.5)
+    trial.result["split"] = {r.identity: 0 for r in replicas}
+    for holder in (await _shard_holders(trial)).values():
+        trial.result["split"][holder] += 1
+    log(f"shards split {trial.result['split']}")
+    return replicas[0]
+
+
+async def _kill_one_sharded(trial: Trial, at: float, created: list[dict[str, Any]]) -> None:
+    """kill -9 the replica holding the most shards at `at`; which schedules it fired."""
+    await sleep_until(at)
+    held = await _shard_holders(trial)
+    # Not the first replica: the observation scrapes it and reads its peak RSS.
+    victim = max(trial.operators[1:], key=lambda op: trial.result["split"][op.identity])
+    victim_id = victim.identity
+    victim.kill()
+    killed = wall()
+    dead = sorted(i for i, h in held.items() if h == victim_id)
+    trial.result["kill"] = {"replica": victim_id, "killed": killed, "shards": dead}
+    log(f"killed {victim_id} (shards {dead}) {killed - at + 20:+.1f}s after the first tick")
+
+
+def _record_replicas(trial: Trial, created: list[dict[str, Any]]) -> None:
+    """Per replica: Jobs created and CPU while firing; with a kill, the skew of the
+    killed replica's shards after the kill and of the others'."""
+    requests = trial.tail.requests
+    creates = [r for r in requests if r.verb == "create" and r.resource == "jobs" and r.code == 201]
+    cpu = (trial.result.get("cpu_firing") or {}).get("seconds") or {}
+    trial.result["replicas"] = {
+        op.identity: {
+            "creates": sum(1 for r in creates if r.agent == op.user_agent),
+            "cpu_firing": cpu.get(f"operator {op.identity}"),
+        }
+        for op in trial.operators
+    }
+    kill = trial.result.get("kill")
+    if kill is None:
+        return
+    count = trial.scenario.shards
+    shard = {o["metadata"]["name"]: shard_of(o["metadata"]["uid"], count) for o in created}
+    dead = set(kill["shards"])
+    skews: dict[str, list[float]] = {"dead": [], "others": [], "others_before": []}
+    for name, skew, received in _create_skews(trial, creates):
+        if received < kill["killed"]:
+            if shard.get(name) not in dead:
+                skews["others_before"].append(skew)
+            continue
+        skews["dead" if shard.get(name) in dead else "others"].append(skew)
+    trial.result["kill"]["skew"] = {
+        group: {"n": len(v), "p50": _q(v, 0.5), "p99": _q(v, 0.99), "max": max(v, default=0.0)}
+        for group, v in skews.items()
+    }
+
+
+def _create_skews(trial: Trial, creates: list[Any]) -> list[tuple[str, float, float]]:
+    """(schedule, skew, received) of each Job create."""
+    out = []
+    for r in creates:
+        parsed = measure.split_job_name(r.name)
+        if parsed:
+            out.append((parsed[0], r.received - float(parsed[1]), r.received))
+    return out
+
+
+def _q(values: list[float], q: float) -> float:
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 3)
 
 
 async def _start_replicas(
@@ -271,7 +393,8 @@ def _punctual_tick(trial: Trial) -> tuple[float, int, str]:
     spread = trial.scenario.shape == "spread"
     # The tick must come after the operator has written every schedule's first status
     # (one rate-limited write per schedule): estimate, then check.
-    setup_estimate = 4 + n / 150 + n / min(100.0, trial.profile.punctual()["qps"]) * 1.15
+    qps = trial.profile.punctual()["qps"] or 1000.0  # None: no client cap
+    setup_estimate = 4 + n / 150 + n / min(100.0, qps) * 1.15
     start = wall()
     if spread:
         tick = math.ceil((start + setup_estimate * trial.margin_factor + 8) / 60) * 60
@@ -318,8 +441,9 @@ def _expected_ticks(
     return expected
 
 
-async def _await_first_statuses(trial: Trial, leader: OperatorProcess, tick: int) -> float:
-    """Until the leader has written every schedule's first status; when it wrote the last."""
+async def _await_first_statuses(trial: Trial, leader: OperatorProcess | None, tick: int) -> float:
+    """Until the leader (None: any replica) has written every schedule's first status;
+    when it wrote the last."""
     initial: set[str] = set()
     last_initial = 0.0
 
@@ -327,7 +451,11 @@ async def _await_first_statuses(trial: Trial, leader: OperatorProcess, tick: int
         nonlocal last_initial
         for r in trial.tail.poll():
             if (
-                r.agent == leader.user_agent
+                (
+                    r.agent.startswith("punctual/")
+                    if leader is None
+                    else r.agent == leader.user_agent
+                )
                 and r.resource == "cronschedules/status"
                 and r.code == 200
                 and r.name not in initial

@@ -108,12 +108,18 @@ class Scenario:
     kind: str  # punctual | cronjob | raw | failover
     shape: str  # herd | spread | burst
     profile: Profile
+    replicas: int = 1  # Punctual replicas, all firing when shards > 1
+    shards: int = 1  # punctual run --shards
+    kill: bool = False  # kill -9 one replica 20 s into the spread
 
     @property
     def id(self) -> str:
         if self.kind in ("raw", "failover"):
             return f"{self.kind}-{self.profile.name}"
-        return f"{self.kind}-{self.shape}-{self.profile.name}"
+        base = f"{self.kind}-{self.shape}-{self.profile.name}"
+        if self.shards > 1:
+            base += f"-r{self.replicas}s{self.shards}"
+        return base + ("-kill" if self.kill else "")
 
 
 SCENARIOS = [
@@ -131,6 +137,12 @@ SCENARIOS = [
 # "defaults" cluster (the same control plane as "same": only controllers differ).
 OPTIONAL = [
     Scenario("punctual", "herd", PROFILES["fast"]),
+    # Issue 13: 1, 2 and 4 replicas sharing 16 shards on one herd (per-replica CPU and
+    # firings), and kill -9 of one of two replicas during a spread.
+    Scenario("punctual", "herd", PROFILES["defaults"], replicas=1, shards=16),
+    Scenario("punctual", "herd", PROFILES["defaults"], replicas=2, shards=16),
+    Scenario("punctual", "herd", PROFILES["defaults"], replicas=4, shards=16),
+    Scenario("punctual", "spread", PROFILES["defaults"], replicas=2, shards=16, kill=True),
     Scenario("cronjob", "spread", PROFILES["defaults"]),
     Scenario("raw", "burst", PROFILES["defaults"]),
 ]

@@ -83,6 +83,11 @@ class Metrics:
             "The Lease's leaseTransitions when this replica took it (-1 when not leading).",
             registry=r,
         )
+        self.shards_led = Gauge(
+            "punctual_shards_led",
+            "Shards whose Lease this replica holds and may write for (with one shard: 0 or 1).",
+            registry=r,
+        )
         self.schedules = Gauge(
             "punctual_schedules", "CronSchedules known to this replica's index.", registry=r
         )

@@ -16,7 +16,7 @@ import pytest
 from punctual.clocks import FixedClock
 from punctual.core.deciding import Decision, Deferral, JobToCreate, JobToDelete
 from punctual.kube.applying import FENCED, Applier, NotLeader
-from punctual.kube.client import AlreadyExists, ApiError, Conflict, Unavailable
+from punctual.kube.client import AlreadyExists, ApiError, Conflict, Unavailable, retry_after_of
 from punctual.kube.events import EventRecorder
 from punctual.kube.ratelimiting import RateLimiter
 
@@ -225,3 +225,35 @@ async def test_a_replica_that_does_not_lead_writes_nothing() -> None:
             schedule(), Decision(status=CLAIM, creates=(create("nightly-1"),))
         )
     assert api.calls == []
+
+
+async def test_a_429_is_not_retried_and_pauses_the_writes_that_follow() -> None:
+    """A create refused with 429 stays in flight (no retry here), and the limiter pauses
+    every later write for the server's Retry-After: no storm."""
+    first, second = "nightly-1", "nightly-2"
+    too_many = Unavailable(429, "TooManyRequests", "slow down", retry_after=5.0)
+    api = RecordingApi({("create", f"{JOBS}/{first}"): too_many})
+    sleeps: list[float] = []
+    now = [100.0]
+
+    async def sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+        now[0] += seconds
+
+    target = applier(api)
+    target.limiter = RateLimiter(monotonic=lambda: now[0], sleep=sleep)
+    decision = Decision(status=CLAIM, creates=(create(first), create(second)))
+    applied = await target.apply(schedule(), decision)
+    assert applied.pending == [first]
+    assert [c for c in api.calls if c[0] == "create"] == [
+        ("create", f"{JOBS}/{first}"),
+        ("create", f"{JOBS}/{second}"),
+    ]
+    assert sleeps == [5.0]  # the second create waited out the Retry-After
+
+
+def test_retry_after_comes_from_the_header_or_the_status_details() -> None:
+    assert retry_after_of("3", {}) == 3.0
+    assert retry_after_of(None, {"details": {"retryAfterSeconds": 2}}) == 2.0
+    assert retry_after_of("Wed, 21 Oct 2015 07:28:00 GMT", {}) is None  # a date: default
+    assert retry_after_of(None, {}) is None

@@ -175,7 +175,7 @@ def test_run_flags_default_to_the_options_dataclass(monkeypatch: pytest.MonkeyPa
         ("PUNCTUAL_WORKERS", "many", "argument --workers: invalid int value: 'many'"),
         ("PUNCTUAL_LEASE_DURATION", "15s", "argument --lease-duration: invalid float value"),
         ("PUNCTUAL_RETRY_PERIOD", "20", "need 0 < retry period < renew deadline"),
-        ("PUNCTUAL_QPS", "0", "need qps > 0 and burst >= 1"),
+        ("PUNCTUAL_QPS", "-5", "need qps > 0 and burst >= 1"),
         ("PUNCTUAL_METRICS_PORT", "70000", "--metrics-port must be 0 (off) or a port"),
     ],
 )

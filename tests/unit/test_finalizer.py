@@ -9,7 +9,10 @@ a held Job, and lets it go on release, is tested against the real control plane.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import json
+from datetime import UTC, datetime
 from typing import Any
 
 from punctual.core.deciding import Decision, Deferral, JobToDelete, JobToRelease
@@ -120,3 +123,30 @@ async def test_a_held_job_is_deleted_then_released() -> None:
         ("patch", f"{JOBS}/nightly-0"),
         ("delete", f"{JOBS}/nightly-old"),
     ]
+
+
+def test_building_a_job_leaves_the_schedule_as_it_was() -> None:
+    """The template is shared, not copied: nothing of the schedule may change."""
+    schedule = {
+        "metadata": {"name": "nightly", "namespace": "ns", "uid": "u-1"},
+        "spec": {
+            "jobTemplate": {
+                "metadata": {"labels": {"team": "a"}, "annotations": {"x": "1"}},
+                "spec": {"template": {"spec": {"containers": [{"name": "c"}]}}},
+            }
+        },
+    }
+    before = copy.deepcopy(schedule)
+    body = build_job(
+        schedule=schedule,
+        job_name="nightly-1",
+        tick=datetime(2026, 11, 26, tzinfo=UTC),
+        epoch=3,
+        leader="me",
+        installation="ns/punctual-leader",
+        shard="1-of-4",
+    )
+    assert schedule == before
+    assert body["metadata"]["labels"]["punctual.dev/shard"] == "1-of-4"
+    assert body["metadata"]["labels"]["team"] == "a"
+    json.dumps(body)  # what is sent

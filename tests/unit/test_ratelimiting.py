@@ -12,7 +12,7 @@ import math
 
 import pytest
 
-from punctual.kube.ratelimiting import RateLimiter
+from punctual.kube.ratelimiting import RateLimiter, backoff
 
 
 class FakeTime:
@@ -119,8 +119,8 @@ async def test_the_bucket_starts_full_when_it_is_made() -> None:
 
 @pytest.mark.parametrize(
     ("qps", "burst"),
-    [(0, 1), (-1.0, 10), (10, 0), (10, -3), (0, 0)],
-    ids=["qps 0", "negative qps", "burst 0", "negative burst", "both 0"],
+    [(-1.0, 10), (10, -3)],
+    ids=["negative qps", "negative burst"],
 )
 def test_invalid_qps_or_burst_raise(qps: float, burst: int) -> None:
     with pytest.raises(ValueError, match="qps"):
@@ -130,3 +130,61 @@ def test_invalid_qps_or_burst_raise(qps: float, burst: int) -> None:
 def test_a_qps_that_is_not_a_number_raises() -> None:
     with pytest.raises(ValueError, match="qps"):
         RateLimiter(math.nan, 10, monotonic=lambda: 0.0)
+
+
+# -- following the API server: no cap by default, pauses on 429 and 5xx -------------------
+
+
+async def test_without_a_cap_nothing_waits() -> None:
+    time = FakeTime()
+    uncapped = RateLimiter(monotonic=time.clock, sleep=time.sleep)
+    assert await times_of(uncapped, time, 1000) == [0.0] * 1000
+    assert RateLimiter(0, 0, monotonic=time.clock).qps is None  # 0: no cap (the chart's)
+
+
+@pytest.mark.parametrize(
+    ("status", "retry_after", "in_a_row", "pause"),
+    [
+        (201, None, 0, 0.0),
+        (409, None, 0, 0.0),  # a conflict is an answer, not overload
+        (429, None, 1, 1.0),
+        (429, 3.0, 1, 3.0),  # Retry-After honoured
+        (429, 3600.0, 1, 60.0),  # ...up to a minute
+        (503, None, 1, 0.25),
+        (500, None, 2, 0.5),
+        (0, None, 3, 1.0),  # unreachable
+        (504, None, 10, 8.0),  # capped
+    ],
+)
+def test_backoff(status: int, retry_after: float | None, in_a_row: int, pause: float) -> None:
+    assert backoff(status, retry_after, in_a_row) == pause
+
+
+async def test_a_429_pauses_every_write_until_its_retry_after_then_no_more() -> None:
+    time = FakeTime()
+    limiter = RateLimiter(monotonic=time.clock, sleep=time.sleep)
+    limiter.answered(429, 2.0)
+    assert await times_of(limiter, time, 3) == [2.0, 2.0, 2.0]  # one pause, shared
+    limiter.answered(201)
+    assert await times_of(limiter, time, 1) == [0.0]
+
+
+async def test_5xx_in_a_row_back_off_exponentially_and_a_success_resets() -> None:
+    time = FakeTime()
+    limiter = RateLimiter(monotonic=time.clock, sleep=time.sleep)
+    waits = []
+    for _ in range(4):
+        limiter.answered(503)
+        waits += await times_of(limiter, time, 1)
+    assert waits == [0.25, 0.5, 1.0, 2.0]
+    limiter.answered(200)
+    limiter.answered(503)
+    assert await times_of(limiter, time, 1) == [0.25]
+    assert limiter.paused_seconds == pytest.approx(4.0)
+
+
+async def test_a_cap_and_a_pause_add_up() -> None:
+    time = FakeTime()
+    capped = RateLimiter(10, 1, monotonic=time.clock, sleep=time.sleep)
+    capped.answered(429, 1.0)
+    assert await times_of(capped, time, 2) == [1.0, 1.1]

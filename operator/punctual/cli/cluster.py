@@ -108,9 +108,28 @@ def add_run_command(subparsers: Any) -> None:
         "[PUNCTUAL_IDENTITY, POD_NAME]",
         default=_env("PUNCTUAL_IDENTITY") or _env("POD_NAME"),
     )
+    add(
+        "--shards",
+        "PUNCTUAL_SHARDS",
+        "split the schedules into this many shards, each led through its own Lease and "
+        "shared evenly by the live replicas; 1 is one leader Lease. Changing it hands "
+        "over once every replica of the old count is gone (see the README)",
+        type=int,
+    )
     add("--workers", "PUNCTUAL_WORKERS", "schedules processed at once", type=int)
-    add("--qps", "PUNCTUAL_QPS", "sustained API writes per second", type=float)
-    add("--burst", "PUNCTUAL_BURST", "API writes allowed in a burst above --qps", type=int)
+    add(
+        "--qps",
+        "PUNCTUAL_QPS",
+        "an optional cap on API writes per second; unset or 0: as fast as the API server "
+        "admits (every write pauses on its 429 Retry-After and backs off on 5xx)",
+        type=float,
+    )
+    add(
+        "--burst",
+        "PUNCTUAL_BURST",
+        "API writes allowed in a burst above --qps (default: twice --qps)",
+        type=int,
+    )
     add(
         "--status-delay",
         "PUNCTUAL_STATUS_DELAY",
@@ -169,6 +188,7 @@ def _run(arguments: argparse.Namespace, context: _Context) -> int:
         retry_period=arguments.retry_period,
         identity=arguments.identity,
         workers=arguments.workers,
+        shards=arguments.shards,
         qps=arguments.qps,
         burst=arguments.burst,
         status_delay=arguments.status_delay,
@@ -190,12 +210,19 @@ def _run(arguments: argparse.Namespace, context: _Context) -> int:
     return 0
 
 
+# Each shard costs every replica one Lease read (and its holder one write) per retry
+# period, and one watch.
+MAX_SHARDS = 256
+
+
 def _problem_with(options: Options) -> str | None:
     """What is wrong with a set of run options, in one line, or None."""
     from punctual.kube.ratelimiting import RateLimiter
 
     if not options.status_delay >= 0:
         return f"--status-delay must be 0 or more, got {options.status_delay}"
+    if not 1 <= options.shards <= MAX_SHARDS:
+        return f"--shards must be 1-{MAX_SHARDS}, got {options.shards}"
     if options.workers < 1:
         return f"--workers must be 1 or more, got {options.workers}"
     if options.metrics_port is not None and not 0 < options.metrics_port < 65536:

@@ -160,6 +160,9 @@ class Leadership:
     # The installation (its Lease, "namespace/name"), written in status with every claim
     # and labelled on every Job; None: not recorded (tests, single installations).
     installation: str | None = None
+    # With shards: the shard ("<i>-of-<n>") whose Lease gave the epoch, labelled on every
+    # Job so that the admission policy judges it by that shard's Fence entry.
+    shard: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -794,6 +797,7 @@ def _job_to_create(
             firing=_firing(body, candidate, spec, leadership, uid=uid),
             triggered_by=None if asked is None else asked.triggered_by,
             trigger_reason=None if asked is None else asked.trigger_reason,
+            shard=leadership.shard,
         ),
     )
 

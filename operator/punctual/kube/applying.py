@@ -21,7 +21,7 @@ What it must never do: decide policy, or write when `is_leader()` is False.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -134,6 +134,17 @@ class Applier:
         if not self.may_write():
             raise NotLeader()
 
+    async def _call(self, request: Awaitable[Body]) -> Body:
+        """Send one write; tell the limiter how the server answered (a 429 or 5xx pauses
+        every write, see ratelimiting). Errors are raised as they are, never retried."""
+        try:
+            answer = await request
+        except ApiError as error:
+            self.limiter.answered(error.status, error.retry_after)
+            raise
+        self.limiter.answered(200)
+        return answer
+
     async def apply(self, schedule: Mapping[str, Any], decision: Decision) -> Applied:
         """Apply `decision` to `schedule` (as it was read): claim, replace, create, record,
         prune, report. Raises NotLeader, before a write, once this replica may not write."""
@@ -174,7 +185,7 @@ class Applier:
         assert decision.status is not None
         await self._guard()
         try:
-            applied.schedule = await put_status(self.api, schedule, decision.status)
+            applied.schedule = await self._call(put_status(self.api, schedule, decision.status))
         except Conflict:
             self.metrics.claim_conflicts.inc()
             applied.stale = True
@@ -192,7 +203,7 @@ class Applier:
         namespace, name, uid = meta["namespace"], meta["name"], meta["uid"]
         await self._guard()
         try:
-            created = await self.api.create(jobs_path(namespace), create.body)
+            created = await self._call(self.api.create(jobs_path(namespace), create.body))
         except AlreadyExists:
             await self._adopt(namespace, name, uid, create, applied)
             return
@@ -257,7 +268,7 @@ class Applier:
         status = settle_failures(applied.schedule.get("status") or {}, applied.failed)
         try:
             await self._guard()
-            applied.schedule = await put_status(self.api, applied.schedule, status)
+            applied.schedule = await self._call(put_status(self.api, applied.schedule, status))
         except (Conflict, NotFound):
             applied.stale = True
         except ApiError as error:
@@ -267,14 +278,16 @@ class Applier:
         """Delete a Job (Replace, history); a held one is released right after, so it goes."""
         await self._guard()
         try:
-            await self.api.delete(
-                f"{jobs_path(namespace)}/{job.name}",
-                {
-                    "apiVersion": "v1",
-                    "kind": "DeleteOptions",
-                    "propagationPolicy": "Background",
-                    "preconditions": {"uid": job.uid} if job.uid else None,
-                },
+            await self._call(
+                self.api.delete(
+                    f"{jobs_path(namespace)}/{job.name}",
+                    {
+                        "apiVersion": "v1",
+                        "kind": "DeleteOptions",
+                        "propagationPolicy": "Background",
+                        "preconditions": {"uid": job.uid} if job.uid else None,
+                    },
+                )
             )
             applied.deleted.append(job.name)
         except (NotFound, Conflict):
@@ -290,8 +303,10 @@ class Applier:
         await self._guard()
         patch = {"metadata": {"uid": uid, "$deleteFromPrimitiveList/finalizers": [FINALIZER]}}
         try:
-            await self.api.patch(
-                f"{jobs_path(namespace)}/{name}", patch, content_type=STRATEGIC_MERGE_PATCH
+            await self._call(
+                self.api.patch(
+                    f"{jobs_path(namespace)}/{name}", patch, content_type=STRATEGIC_MERGE_PATCH
+                )
             )
             applied.released.append(name)
         except (NotFound, Conflict, Invalid):

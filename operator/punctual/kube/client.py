@@ -58,12 +58,20 @@ SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 class ApiError(Exception):
     """A non-2xx answer from the API server, with its Status reason and message."""
 
-    def __init__(self, status: int, reason: str, message: str, body: Body | None = None):
+    def __init__(
+        self,
+        status: int,
+        reason: str,
+        message: str,
+        body: Body | None = None,
+        retry_after: float | None = None,
+    ):
         super().__init__(f"HTTP {status} {reason}: {message}")
         self.status = status
         self.reason = reason
         self.message = message
         self.body = body or {}
+        self.retry_after = retry_after  # seconds, from a 429's Retry-After
 
 
 class Conflict(ApiError):
@@ -86,7 +94,19 @@ class Unavailable(ApiError):
     """The API server could not be reached or answered 5xx/429: retry later with backoff."""
 
 
-def _classify(status: int, body: Body) -> ApiError:
+def retry_after_of(header: str | None, body: Body) -> float | None:
+    """Seconds the server asks to wait: its Retry-After header (delta-seconds), or the
+    Status's details.retryAfterSeconds; None when it says nothing."""
+    for value in (header, (body.get("details") or {}).get("retryAfterSeconds")):
+        try:
+            if value is not None and str(value).strip():
+                return float(value)
+        except ValueError:
+            continue
+    return None
+
+
+def _classify(status: int, body: Body, retry_after: float | None = None) -> ApiError:
     reason = str(body.get("reason", "")) or str(status)
     message = str(body.get("message", "")) or json.dumps(body)[:500]
     if status == 409:
@@ -99,7 +119,7 @@ def _classify(status: int, body: Body) -> ApiError:
         cls = Unavailable
     else:
         cls = ApiError
-    return cls(status, reason, message, body)
+    return cls(status, reason, message, body, retry_after)
 
 
 # An issued credential (exec plugin, auth-provider) is renewed this long before it
@@ -650,12 +670,12 @@ class KubeClient:
             raise RuntimeError("KubeClient used outside `async with`")
         data = json.dumps(body) if body is not None else None
         auth = await self._authenticate(method, path)
-        status, decoded = await self._send(method, path, data, params, content_type, auth)
+        status, decoded, wait = await self._send(method, path, data, params, content_type, auth)
         if status == 401 and self.credentials.reject(auth):
             auth = await self._authenticate(method, path)
-            status, decoded = await self._send(method, path, data, params, content_type, auth)
+            status, decoded, wait = await self._send(method, path, data, params, content_type, auth)
         if status >= 400:
-            raise _classify(status, decoded)
+            raise _classify(status, decoded, wait)
         return decoded
 
     async def _authenticate(self, method: str, path: str) -> Auth:
@@ -672,7 +692,7 @@ class KubeClient:
         params: Mapping[str, str] | None,
         content_type: str,
         auth: Auth,
-    ) -> tuple[int, Body]:
+    ) -> tuple[int, Body, float | None]:
         assert self._session is not None
         headers = {"Content-Type": content_type}
         if auth.token:
@@ -694,7 +714,10 @@ class KubeClient:
                 decoded: Body = (
                     json.loads(text) if text.strip().startswith("{") else {"message": text}
                 )
-                return resp.status, decoded
+                wait = None
+                if resp.status == 429:
+                    wait = retry_after_of(resp.headers.get("Retry-After"), decoded)
+                return resp.status, decoded, wait
         except (aiohttp.ClientConnectionError, TimeoutError) as exc:
             if self._observer is not None:
                 self._observer(method, 0)
@@ -741,9 +764,17 @@ class KubeClient:
                     text = await resp.text()
                     body = json.loads(text) if text.startswith("{") else {"message": text}
                     raise _classify(resp.status, body)
-                async for line in resp.content:
-                    if line.strip():
-                        yield json.loads(line)
+                # One JSON object per line; a line may be longer than aiohttp's readline
+                # limit (a Job with a large template), so lines are split here.
+                pending = b""
+                async for chunk in resp.content.iter_any():
+                    pending += chunk
+                    *lines, pending = pending.split(b"\n")
+                    for line in lines:
+                        if line.strip():
+                            yield json.loads(line)
+                if pending.strip():
+                    yield json.loads(pending)
         except (aiohttp.ClientConnectionError, TimeoutError) as exc:
             raise Unavailable(0, "Unreachable", f"WATCH {path}: {exc!r}") from exc
 

@@ -40,11 +40,15 @@ from enum import Enum
 from typing import Any
 
 from punctual.clocks import Clock, Monotonic, ServerClock, monotonic
+from punctual.core.jobs import installation_label
 from punctual.core.times import maybe_time
 from punctual.kube.client import AlreadyExists, Api, ApiError, Conflict, NotFound
 from punctual.kube.fencing import fence_epoch, raise_fence
 
 logger = logging.getLogger(__name__)
+
+# On a replica's membership Lease (kube.sharding): the installation it belongs to.
+LABEL_MEMBER_OF = "punctual.dev/member-of"
 
 
 @dataclass(frozen=True)
@@ -60,6 +64,12 @@ class LeaseConfig:
     # A Fence (crds/fences.punctual.dev.yaml) beside the Lease holding {holder, epoch}:
     # the parameter of the API server's fencing policy. None: no fence.
     fence: str | None
+    # With shards (kube.sharding): this Lease's entry in the Fence's per-shard map
+    # ("<i>-of-<n>"), the shard count, and the installation's base Lease name, from which
+    # the Leases of another shard count are named. None / 1 / None: one Lease, as before.
+    fence_key: str | None = None
+    shard_count: int = 1
+    base_name: str | None = None
 
     def __post_init__(self) -> None:
         if not 0 < self.retry_period < self.renew_deadline < self.lease_duration:
@@ -161,6 +171,12 @@ def above_fence(epoch: int, fenced: int | None) -> int:
     return epoch if fenced is None else max(epoch, fenced + 1)
 
 
+def shard_lease_name(base: str, index: int, count: int) -> str:
+    """A shard's Lease: the base name itself with one shard (the leader Lease every
+    existing installation has), `<base>-<index>-of-<count>` with more."""
+    return base if count == 1 else f"{base}-{index}-of-{count}"
+
+
 def leading(
     epoch: int | None, valid_until: float, now: float, *, fenced: int | None, fence: bool
 ) -> bool:
@@ -188,7 +204,7 @@ class LeaderElector:
     ) -> None:
         self.api = api
         self._watch = watch  # KubeClient.watch: wakes a standby when the Lease is released
-        self._released = asyncio.Event()
+        self.released = asyncio.Event()  # the Lease was released while we stood by
         self.config = config
         self._clock = clock  # the wall clock written into renewTime (the server's estimate)
         self._monotonic = monotonic  # judges expiry and the renew deadline
@@ -197,6 +213,10 @@ class LeaderElector:
         self._observation: Observation | None = None
         self._expires_in: float | None = None  # seconds until the holder's Lease expires
         self._fenced: int | None = None  # the epoch the Fence was raised to
+        # Whether our last write of the Lease (create, renew, take) succeeded: we hold it,
+        # even while we may not lead yet (the Fence not raised, kube.sharding counts it).
+        self.holding = False
+        self._others = Installations(api, clock=clock, monotonic=monotonic)
         self.changed = asyncio.Event()  # set whenever leadership starts or stops
 
     @property
@@ -218,16 +238,26 @@ class LeaderElector:
             fence=self.config.fence is not None,
         )
 
-    def _server_now(self) -> datetime | None:
-        return _known_server_time(self._clock)
+    @property
+    def expires_in(self) -> float | None:
+        """Seconds until the holder's Lease expires by the server's clock, while following."""
+        return self._expires_in
 
-    async def attempt(self) -> bool:
-        """One round: create, renew or take over the Lease if allowed. Returns is_leader()."""
+    def _server_now(self) -> datetime | None:
+        return known_server_time(self._clock)
+
+    async def attempt(self, *, may_take: bool = True) -> bool:
+        """One round: create, renew or take over the Lease if allowed. Returns is_leader().
+
+        `may_take` False: renew it if ours, never create or take it (a replica at its
+        share of the shards, kube.sharding)."""
         started = self._monotonic()
         was_leader = self.is_leader()
         try:
             lease = await self.api.get(self.path)
         except NotFound:
+            if not may_take:
+                return await self._settle(None, was_leader)
             return await self._settle(await self._create(started), was_leader)
         except ApiError as error:
             logger.warning("reading Lease %s failed: %s", self.config.name, error)
@@ -243,6 +273,8 @@ class LeaderElector:
         seen_long_enough = started - observation.since >= record.duration
         following = step is not Step.RENEW and not seen_long_enough
         self._expires_in = seconds_left(record, server_now) if following else None
+        if step is Step.TAKE and not may_take:
+            step = Step.FOLLOW
         if step is Step.FOLLOW or epoch is None:
             self.epoch = None
             return await self._settle(None, was_leader)
@@ -252,9 +284,19 @@ class LeaderElector:
         return await self._settle(written, was_leader)
 
     async def _fence_epoch(self) -> int | None:
-        if self.config.fence is None:
+        c = self.config
+        if c.fence is None:
             return None
-        return await fence_epoch(self.api, self.config.namespace, self.config.fence)
+        return await fence_epoch(self.api, c.namespace, c.fence, key=c.fence_key)
+
+    async def _count_alive(self, count: int) -> bool:
+        """Whether any Lease of another shard count (the Fence's) is alive."""
+        base = self.config.base_name or self.config.name
+        for index in range(count):
+            name = shard_lease_name(base, index, count)
+            if await self._others.alive(f"{self.config.namespace}/{name}", members=False):
+                return True
+        return False
 
     async def _create(self, started: float) -> int | None:
         """Create the Lease and hold it. Its first epoch is above the Fence's: a Lease
@@ -312,11 +354,20 @@ class LeaderElector:
     async def _settle(self, epoch: int | None, was_leader: bool) -> bool:
         """Take the epoch the Lease gave us (None: none), raise the Fence to it before
         anything is written under it, and say when leadership starts or stops."""
+        self.holding = epoch is not None
         if epoch is not None:
             name = self.config.fence
             if name is not None and self._fenced != epoch:
+                c = self.config
                 if await raise_fence(
-                    self.api, self.config.namespace, name, self.config.identity, epoch
+                    self.api,
+                    c.namespace,
+                    name,
+                    c.identity,
+                    epoch,
+                    key=c.fence_key,
+                    count=c.shard_count,
+                    count_alive=self._count_alive,
                 ):
                     self._fenced = epoch
                 else:
@@ -337,27 +388,28 @@ class LeaderElector:
     async def run(self, stop: asyncio.Event) -> None:
         """Attempt every retry period (or at once when the Lease is released) until
         `stop`; then release."""
-        follower = asyncio.create_task(self._follow()) if self._watch is not None else None
+        follower = asyncio.create_task(self.follow())
         try:
             while not stop.is_set():
-                self._released.clear()
+                self.released.clear()
                 await self.attempt()
                 pause = self.config.retry_period
                 if not self.is_leader() and self._expires_in is not None:
                     pause = min(pause, max(0.05, self._expires_in + 0.05))  # wake at expiry
-                await _first(stop, self._released, timeout=pause)
+                await first_of(stop, self.released, timeout=pause)
                 if not self.is_leader() and self.epoch is not None:
                     await self._settle(None, True)  # the renew deadline passed unrenewed
         finally:
-            if follower is not None:
-                follower.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await follower
+            follower.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await follower
             await self.release()
 
-    async def _follow(self) -> None:
-        """Watch the Lease; wake the loop when it is released or deleted while we stand by."""
-        assert self._watch is not None
+    async def follow(self) -> None:
+        """Watch the Lease; set `released` when it is released or deleted while we stand by
+        (without a watch function: nothing to do)."""
+        if self._watch is None:
+            return
         collection, name = self.path.rsplit("/", 1)
         while True:
             try:
@@ -367,15 +419,16 @@ class LeaderElector:
                     spec = (event.get("object") or {}).get("spec") or {}
                     released = event.get("type") == "DELETED" or not spec.get("holderIdentity")
                     if released and not self.is_leader():
-                        self._released.set()
+                        self.released.set()
             except ApiError as error:
                 logger.debug("watching Lease %s: %s", self.config.name, error)
             await asyncio.sleep(self.config.retry_period)
 
     async def release(self) -> None:
         """Give the Lease up (empty holder) if this replica still holds it."""
-        if not self.is_leader():
+        if not (self.is_leader() or self.holding):
             return
+        self.holding = False
         self.epoch = None
         self._valid_until = float("-inf")
         self.changed.set()
@@ -397,7 +450,7 @@ class LeaderElector:
             logger.warning("releasing Lease %s failed: %s", self.config.name, error)
 
 
-async def _first(*events: asyncio.Event, timeout: float) -> None:
+async def first_of(*events: asyncio.Event, timeout: float) -> None:
     """Return when any of `events` is set, or after `timeout` seconds."""
     waiters = [asyncio.ensure_future(e.wait()) for e in events]
     try:
@@ -426,35 +479,60 @@ class Installations:
         self._seen: dict[str, Observation] = {}
         self._answers: dict[str, tuple[float, bool]] = {}  # installation -> (read at, alive)
 
-    async def alive(self, installation: str) -> bool:
+    async def alive(self, installation: str, *, members: bool = True) -> bool:
+        """Whether the Lease "namespace/name" is alive; when it does not exist and
+        `members`, whether the installation's replicas' membership Leases are."""
         now = self._monotonic()
         answer = self._answers.get(installation)
         if answer is not None and now - answer[0] < self.REREAD:
             return answer[1]
-        alive = await self._read(installation)
+        alive = await self._read(installation, members)
         self._answers[installation] = (now, alive)
         return alive
 
-    async def _read(self, installation: str) -> bool:
+    async def _read(self, installation: str, members: bool) -> bool:
         namespace, _, name = installation.partition("/")
         path = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}"
         try:
             lease = await self.api.get(path)
         except NotFound:
             self._seen.pop(installation, None)
-            return False
+            return members and await self._members_alive(installation)
         except ApiError as error:
             logger.warning("reading the Lease of installation %s: %s", installation, error)
             return True
-        record = LeaseRecord.from_body(lease, 15.0)
+        return self._judge(installation, LeaseRecord.from_body(lease, 15.0))
+
+    def _judge(self, name: str, record: LeaseRecord) -> bool:
         if record.holder == "":
             return False
         now = self._monotonic()
-        self._seen[installation] = seen = observe(self._seen.get(installation), record, now)
-        return not expired(seen, now, _known_server_time(self._clock))
+        self._seen[name] = seen = observe(self._seen.get(name), record, now)
+        return not expired(seen, now, known_server_time(self._clock))
+
+    async def _members_alive(self, installation: str) -> bool:
+        """A sharded installation has no Lease under its base name: it is alive while any
+        of its replicas' membership Leases is (kube.sharding)."""
+        namespace = installation.partition("/")[0]
+        selector = f"{LABEL_MEMBER_OF}={installation_label(installation)}"
+        try:
+            listed = await self.api.get(
+                f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases",
+                labelSelector=selector,
+            )
+        except NotFound:
+            return False
+        except ApiError as error:
+            logger.warning("listing the members of installation %s: %s", installation, error)
+            return True
+        alive = False
+        for lease in listed.get("items") or []:
+            name = f"{namespace}/{lease['metadata']['name']}"
+            alive = self._judge(name, LeaseRecord.from_body(lease, 15.0)) or alive
+        return alive
 
 
-def _known_server_time(clock: Clock) -> datetime | None:
+def known_server_time(clock: Clock) -> datetime | None:
     """The API server's time, when this replica knows it to a second."""
     if not isinstance(clock, ServerClock):
         return None

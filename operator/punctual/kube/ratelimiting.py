@@ -1,9 +1,23 @@
-"""A client-side token bucket for the API server, as client-go's QPS and burst.
+"""How fast Punctual writes: as fast as the API server admits, backing off when it says no.
 
-Why it exists: a thousand schedules on the same tick must not become a thousand
-simultaneous writes that trip the API server's priority-and-fairness limits; the
-bucket smooths them to `qps` with bursts of `burst`. It sleeps on the monotonic
-clock, which is injectable for tests.
+Why it exists: Kubernetes protects itself with API Priority and Fairness, which queues
+or refuses (429 Too Many Requests, with Retry-After) what it cannot take now. A fixed
+client-side rate only makes a herd wait when the server has room; no limit at all
+would answer a 429 or a 5xx with more of the same. So the writes follow the server:
+
+* By default there is no client-side rate: the bounded pool of workers (`--workers`)
+  bounds the requests in flight, and the server's own admission sets the pace.
+* A 429 pauses every write until its Retry-After (1 s when it gives none); a 5xx or an
+  unreachable server pauses them for a backoff that doubles with each failure in a row
+  (0.25 s to 8 s) and resets at the first success. Nothing is retried here: a failed
+  create stays in flight and its schedule is looked at again later (runtime.reconciling),
+  so a refusal never turns into a storm of retries.
+* `--qps`/`--burst` add a token bucket (client-go's QPS and burst) as an optional cap.
+
+The pause after a failure is the pure function `backoff`, table-tested; the limiter
+sleeps on the monotonic clock, which is injectable for tests.
+
+What it must never do: retry a request itself, or let a write through during a pause.
 """
 
 from __future__ import annotations
@@ -14,33 +28,75 @@ from collections.abc import Awaitable, Callable
 
 from punctual.clocks import Monotonic, monotonic
 
+# A 5xx (or no answer) in a row pauses writes for BASE * 2**(n-1) seconds, at most MAX.
+BACKOFF_BASE = 0.25
+BACKOFF_MAX = 8.0
+# A 429 without Retry-After pauses them this long; a Retry-After is honoured up to MAX.
+TOO_MANY_DEFAULT = 1.0
+RETRY_AFTER_MAX = 60.0
+
+
+def backoff(status: int, retry_after: float | None, failures_in_a_row: int) -> float:
+    """Seconds to pause every write after a response with `status` (0: unreachable),
+    the `failures_in_a_row`-th such (counting this one); 0 for any other status."""
+    if status == 429:
+        wait = TOO_MANY_DEFAULT if retry_after is None else retry_after
+        return min(max(wait, 0.0), RETRY_AFTER_MAX)
+    if status == 0 or status >= 500:
+        return min(BACKOFF_BASE * 2.0 ** max(failures_in_a_row - 1, 0), BACKOFF_MAX)
+    return 0.0
+
 
 class RateLimiter:
     def __init__(
         self,
-        qps: float,
-        burst: int,
+        qps: float | None = None,
+        burst: int | None = None,
         *,
         monotonic: Monotonic = monotonic,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
-        if not (math.isfinite(qps) and qps > 0) or burst < 1:
-            raise ValueError(f"need qps > 0 and burst >= 1, got {qps} and {burst}")
-        self.qps = qps
-        self.burst = burst
+        """No client-side rate when `qps` is None or 0; else a bucket of `burst` (None or
+        0: twice qps) refilled at `qps`."""
+        if qps:
+            burst = burst or max(1, int(2 * qps))  # unset or 0: twice qps
+            if not (math.isfinite(qps) and qps > 0) or burst < 1:
+                raise ValueError(f"need qps > 0 and burst >= 1, got {qps} and {burst}")
+        self.qps = float(qps) if qps else None
+        self.burst = burst if qps else None
         self._monotonic = monotonic
         self._sleep = sleep
-        self._tokens = float(burst)
+        self._tokens = float(self.burst or 0)
         self._updated = monotonic()
+        self._paused_until = float("-inf")
+        self._failures = 0
+        self.paused_seconds = 0.0  # total, for metrics and the benchmark
 
     def _refill(self) -> None:
+        assert self.qps is not None and self.burst is not None
         now = self._monotonic()
         self._tokens = min(self.burst, self._tokens + (now - self._updated) * self.qps)
         self._updated = now
 
     async def acquire(self) -> None:
-        """Take one token, waiting for it if the bucket is empty (FIFO enough for us)."""
+        """Wait out a pause the server asked for, then take a token if there is a cap."""
+        while (wait := self._paused_until - self._monotonic()) > 0:
+            await self._sleep(wait)
+        if self.qps is None:
+            return
         self._refill()
         self._tokens -= 1
         if self._tokens < 0:
             await self._sleep(-self._tokens / self.qps)
+
+    def answered(self, status: int, retry_after: float | None = None) -> None:
+        """What the server answered a write (0: no answer): a 429 or 5xx pauses writes."""
+        if status == 429 or status == 0 or status >= 500:
+            self._failures += 1
+            pause = backoff(status, retry_after, self._failures)
+            until = self._monotonic() + pause
+            if until > self._paused_until:
+                self.paused_seconds += until - max(self._paused_until, self._monotonic())
+                self._paused_until = until
+        else:
+            self._failures = 0

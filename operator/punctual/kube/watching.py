@@ -1,8 +1,10 @@
-"""kopf watches CronSchedules and their Jobs and keeps them in in-memory indices.
+"""kopf watches CronSchedules and keeps them in an in-memory index.
 
-Why it exists: every replica, leader or not, keeps a warm view of all schedules and
-their Jobs (a hot standby fails over in one Lease expiry, not a re-list), and wakes
-the scheduler when something changes. kopf does the watching (re-lists, reconnects,
+Why it exists: every replica, leader or not, keeps a warm view of all schedules (a hot
+standby fails over in one Lease expiry, not a re-list), and wakes the scheduler when
+something changes. Their Jobs are indexed by kube.jobwatching, without kopf: a Job
+changes several times per firing, and kopf's per-event machinery cost more than the
+firing itself. kopf does the watching (re-lists, reconnects,
 410 Gone); this module only declares what to keep and whom to tell.
 
 What it must never do: make kopf write to user objects. Only index and event
@@ -11,7 +13,8 @@ handlers are registered: no change handlers, hence no finalizers, no
 Event posting is switched off. Punctual's writes go through its own client.
 
 kopf runs event handlers only after every index has been filled by the initial
-listing, so the first schedule event means the Job index is complete: `synced`.
+listing, so the first schedule event means the schedule index is complete; the Job
+index says so itself (`JobIndex.ready`).
 """
 
 from __future__ import annotations
@@ -26,13 +29,12 @@ import kopf
 from kopf._core.engines.indexing import OperatorIndexers
 from kopf._core.engines.peering import Identity
 
-from punctual.core.jobs import LABEL_SCHEDULE, LABEL_SCHEDULE_UID, JobSnapshot
 from punctual.kube.client import Credentials
 
 Key = tuple[str, str]
 
 SCHEDULES_INDEX = "punctual_schedules"
-JOBS_INDEX = "punctual_jobs"
+JOBS_INDEX = "punctual_jobs"  # kube.jobwatching's index, read through the same lookup
 
 
 class NoDiffBase(kopf.DiffBaseStorage):
@@ -82,10 +84,10 @@ def make_registry(
     *,
     credentials: Credentials,
     on_schedule: Callable[[Key, str | None], None],
-    on_job: Callable[[Key, str, JobSnapshot | None], None],
     on_freeze: Callable[[str, str, dict[str, Any] | None], None] | None = None,
 ) -> kopf.OperatorRegistry:
-    """A private kopf registry with Punctual's indices and event handlers."""
+    """A private kopf registry with Punctual's schedule index and event handler (Jobs are
+    watched by kube.jobwatching, without kopf's per-event machinery)."""
     registry = kopf.OperatorRegistry()
     _configure(registry)
     _login(registry, credentials)
@@ -97,27 +99,10 @@ def make_registry(
     async def schedules(**event: Any) -> dict[Key, str]:
         return {(event["namespace"], event["name"]): pack(event["body"])}
 
-    @kopf.index(
-        "batch",
-        "v1",
-        "jobs",
-        id=JOBS_INDEX,
-        labels={LABEL_SCHEDULE_UID: kopf.PRESENT},
-        registry=registry,
-    )
-    async def jobs(**event: Any) -> dict[str, JobSnapshot]:
-        return {event["labels"][LABEL_SCHEDULE_UID]: JobSnapshot.from_body(event["body"])}
-
     @kopf.on.event("punctual.dev", "v1", "cronschedules", registry=registry)
     async def schedule_changed(**event: Any) -> None:
         meta = event["body"].get("metadata", {})
         on_schedule((event["namespace"], event["name"]), meta.get("resourceVersion"))
-
-    @kopf.on.event("batch", "v1", "jobs", labels={LABEL_SCHEDULE: kopf.PRESENT}, registry=registry)
-    async def job_changed(**event: Any) -> None:
-        gone = event["type"] == "DELETED"
-        job = None if gone else JobSnapshot.from_body(event["body"])
-        on_job((event["namespace"], event["labels"][LABEL_SCHEDULE]), event["uid"], job)
 
     if on_freeze is not None:
         # No index: an index of a resource whose CRD is not installed (an upgrade that

@@ -33,11 +33,11 @@ class Options:
     # Schedules processed at once: each waits mostly on one request, so this bounds the
     # requests in flight (16 held 1 000 Jobs on one tick to about 130 per second here).
     workers: int = 128
-    # At the tick a firing is one create (its claim was made ahead): 1,000 schedules on
-    # one tick need 1,000 writes, 3 s at these limits. The API server's priority and
-    # fairness still protects it.
-    qps: float = 200.0
-    burst: int = 400
+    # An optional client-side cap on writes (client-go's QPS and burst; burst defaults to
+    # twice qps). Unset: as fast as the API server admits, pausing on 429 (Retry-After)
+    # and 5xx (kube.ratelimiting); `workers` bounds the requests in flight.
+    qps: float | None = None
+    burst: int | None = None
     # How long bookkeeping-only status changes may wait for a later write to carry them:
     # a Job that finishes within it costs no status write of its own.
     status_delay: float = 10.0
@@ -45,6 +45,10 @@ class Options:
     log_format: str = "text"  # or "json"
     metrics_port: int | None = 8080  # None: no HTTP endpoint
     fence: str | None = "punctual-fence"  # None: no Fence for the admission policy
+    # Shards (kube.sharding): schedules split by a hash of their uid, each shard led
+    # through its own Lease and Fence entry, the shards shared evenly by the live replicas.
+    # 1: one leader Lease, as before shards existed.
+    shards: int = 1
     # Which schedules this installation fires: those whose spec.className is this (None:
     # those without a className).
     class_name: str | None = None

@@ -27,14 +27,16 @@ from punctual.core.times import maybe_time
 from punctual.kube.applying import Applier
 from punctual.kube.client import ApiError, KubeClient, NotFound, load_credentials
 from punctual.kube.events import EventRecorder
-from punctual.kube.leases import Installations, LeaderElector
+from punctual.kube.jobwatching import JobIndex
+from punctual.kube.leases import Installations
 from punctual.kube.ratelimiting import RateLimiter
-from punctual.kube.watching import make_registry, new_indexers, quiet_kopf, watch
+from punctual.kube.sharding import ShardedElection, shard_key, shard_of
+from punctual.kube.watching import JOBS_INDEX, make_registry, new_indexers, quiet_kopf, watch
 from punctual.metrics import Metrics, serve
 from punctual.runtime.calibrating import calibrate
 from punctual.runtime.logs import configure_logging
 from punctual.runtime.options import Options, default_identity
-from punctual.runtime.reconciling import Installation, Reconciler
+from punctual.runtime.reconciling import Installation, Reconciler, Role
 from punctual.runtime.scheduling import Key, SchedulerLoop
 from punctual.runtime.supervision import Fatal, first_failure, install_stop_signals
 from punctual.runtime.view import LeaderView
@@ -62,25 +64,47 @@ class Operator:
         self.options = options
         self.clock = clock
         lease_namespace = options.lease_namespace or api.credentials.namespace
-        self.elector = LeaderElector(
-            api, options.lease_config(lease_namespace), clock=clock, watch=api.watch
+        self.election = ShardedElection(
+            api,
+            options.lease_config(lease_namespace),
+            options.shards,
+            clock=clock,
+            watch=api.watch,
         )
         self.events = EventRecorder(api, clock=clock)
         self.indexers = new_indexers()  # kopf's indices, read by the scheduler too
-        self.view = LeaderView(lambda name: self.indexers.indices.get(name, {}))
+        # The Jobs are ours to watch (kube.jobwatching), the schedules kopf's.
+        self.jobs = JobIndex(api, options.namespaces, self._on_job)
+        self.view = LeaderView(
+            lambda name: (
+                self.jobs.index if name == JOBS_INDEX else self.indexers.indices.get(name, {})
+            )
+        )
         self.loop = SchedulerLoop(self._reconcile, clock=clock, workers=options.workers)
+        limiter = RateLimiter(options.qps, options.burst)  # one for all shards
+        # One role per shard: its elector, and an applier that writes only while it leads.
+        self.roles = [
+            Role(
+                elector,
+                Applier(
+                    api,
+                    may_write=elector.is_leader,
+                    events=self.events,
+                    limiter=limiter,
+                    metrics=self.metrics,
+                    clock=clock,
+                ),
+                shard_key(index, options.shards),
+            )
+            for index, elector in enumerate(self.election.electors)
+        ]
         self.reconciler = Reconciler(
             api=api,
             view=self.view,
-            elector=self.elector,
-            applier=Applier(
-                api,
-                may_write=self.elector.is_leader,
-                events=self.events,
-                limiter=RateLimiter(options.qps, options.burst),
-                metrics=self.metrics,
-                clock=clock,
-            ),
+            elector=self.roles[0].elector,
+            applier=self.roles[0].applier,
+            roles=lambda uid: self.roles[shard_of(uid, options.shards)],
+            leads_any=self.election.is_leader,
             clock=clock,
             status_delay=timedelta(seconds=options.status_delay),
             forget=self.loop.forget,
@@ -92,12 +116,13 @@ class Operator:
             freezes=self.freezes_of,
         )
         self.freezes: dict[str, dict[str, dict[str, Any]]] = {}  # namespace -> name -> body
-        self.synced = asyncio.Event()  # the first schedule event: indices are complete
+        # The first schedule event (kopf's index is complete) and the Jobs listed.
+        self.schedules_synced = asyncio.Event()
+        self.synced = asyncio.Event()
         self.watching = asyncio.Event()  # kopf has started its watches (readiness)
         self.registry = make_registry(
             credentials=api.credentials,
             on_schedule=self._on_schedule,
-            on_job=self._on_job,
             on_freeze=self._on_freeze,
         )
 
@@ -107,7 +132,7 @@ class Operator:
     # -- what kopf tells us ------------------------------------------------------------
 
     def _on_schedule(self, key: Key, resource_version: str | None = None) -> None:
-        self.synced.set()
+        self.schedules_synced.set()
         if not self.view.is_echo(key, resource_version):  # our own write: nothing new
             self.loop.notify(key)
 
@@ -135,7 +160,7 @@ class Operator:
         write their status (schedules held, the current window, InvalidSpec)."""
         missing_said = False
         while not stop.is_set():
-            if self.elector.is_leader():
+            if self.election.is_leader():  # any shard: its decisions need the freezes
                 try:
                     await self._refresh_freezes()
                 except NotFound:
@@ -165,7 +190,9 @@ class Operator:
                     (body.get("metadata") or {}).get("labels") or {}
                 )
         now = self.clock.now()
-        for namespace, bodies in listed.items():
+        # One writer of FreezeWindow status: the leader of the first shard.
+        writes = self.election.electors[0].is_leader()
+        for namespace, bodies in listed.items() if writes else ():
             for name, body in bodies.items():
                 status = freeze_status(body, labels.get(namespace, []), now)
                 if status != body.get("status"):
@@ -186,16 +213,19 @@ class Operator:
 
     async def _follow_leadership(self, stop: asyncio.Event) -> None:
         """Enable the loop while leading; on becoming leader, look at every schedule."""
+        led: set[int] = set()
         while not stop.is_set():
-            self.elector.changed.clear()
-            leading = self.elector.is_leader()
-            self.loop.enabled = leading
-            if leading:
-                self.view.clear()
+            self.election.changed.clear()
+            # Nothing is decided before both indices are complete.
+            now_led = set(self.election.led()) if self.synced.is_set() else set()
+            self.loop.enabled = bool(now_led)
+            if now_led - led:  # a shard gained: look at every schedule (others return at once)
+                if not led:
+                    self.view.clear()
                 self.notify_all()
-                if self.synced.is_set():
-                    await self.reconciler.sweep()
-            changed = asyncio.ensure_future(self.elector.changed.wait())
+                await self.reconciler.sweep()
+            led = now_led
+            changed = asyncio.ensure_future(self.election.changed.wait())
             stopper = asyncio.ensure_future(stop.wait())
             await asyncio.wait(
                 {changed, stopper},
@@ -207,11 +237,12 @@ class Operator:
 
     def refresh_gauges(self) -> None:
         """Gauges read at scrape time from the live state."""
-        leading = self.elector.is_leader()
+        leading = self.election.is_leader()
         self.metrics.leader.set(1 if leading else 0)
-        self.metrics.epoch.set(
-            self.elector.epoch if leading and self.elector.epoch is not None else -1
-        )
+        first = self.election.electors[0]
+        single = self.election.count == 1 and leading and first.epoch is not None
+        self.metrics.epoch.set(first.epoch if single and first.epoch is not None else -1)
+        self.metrics.shards_led.set(len(self.election.led()))
         self.metrics.schedules.set(len(self.view.schedule_keys()))
         self.metrics.conflicts.set(len(self.reconciler.conflicts) if leading else 0)
         self.metrics.clock_offset.set(self.clock.offset.total_seconds())
@@ -227,6 +258,9 @@ class Operator:
             return
         for key in self.view.schedule_keys():
             body = self.view.schedule(key) or {}
+            uid = (body.get("metadata") or {}).get("uid")
+            if uid is None or not self.election.elector_for(uid).is_leader():
+                continue  # another replica leads its shard and exports it
             spec, status = body.get("spec") or {}, body.get("status") or {}
             true = {
                 c.get("type") for c in status.get("conditions") or [] if c.get("status") == "True"
@@ -241,8 +275,10 @@ class Operator:
                     self.metrics.last_success.labels(*labels).set(success.timestamp())
 
     async def _notify_when_synced(self) -> None:
-        await self.synced.wait()
-        self.notify_all()
+        await self.schedules_synced.wait()
+        await self.jobs.ready.wait()
+        self.synced.set()
+        self.election.changed.set()  # a leader that began before the indices sweeps now
 
     async def run(self, stop: asyncio.Event) -> None:
         """Run until `stop` is set; raise `Fatal` if any part stopped on its own first."""
@@ -251,25 +287,27 @@ class Operator:
         watching = asyncio.create_task(self._watch(stop, kopf_stop), name="watching")
         # The parts run until the stop; one that ends before it is fatal.
         parts = [
-            asyncio.create_task(self.elector.run(stop), name="leader election"),
+            asyncio.create_task(self.election.run(stop), name="leader election"),
             asyncio.create_task(self.loop.run(stop), name="scheduler"),
             asyncio.create_task(self.events.run(stop), name="events"),
             asyncio.create_task(self._follow_leadership(stop), name="leadership"),
             asyncio.create_task(calibrate(self.clock, self.api, stop), name="clock"),
+            asyncio.create_task(self.jobs.run(stop), name="jobs"),
             asyncio.create_task(self._follow_freezes(stop), name="freeze windows"),
         ]
         helpers = [
             asyncio.create_task(self._notify_when_synced(), name="synced"),
             asyncio.create_task(self._take_back_signals(stop), name="signals"),
         ]
-        config = self.elector.config
+        config = self.election.config
         namespaces = ", ".join(self.options.namespaces) or "all namespaces"
         logger.info(
-            "punctual running as %s (%s), Lease %s/%s",
+            "punctual running as %s (%s), Lease %s/%s%s",
             config.identity,
             namespaces,
             config.namespace,
             config.name,
+            f", {self.election.count} shards" if self.election.count > 1 else "",
         )
         failure = await first_failure(stop, [watching, *parts])
         # Shutdown, in order: the Lease is released first (the standby takes over at
@@ -307,7 +345,7 @@ class Operator:
             registry=self.registry,
             indexers=self.indexers,
             namespaces=self.options.namespaces,
-            identity=self.elector.identity,
+            identity=self.election.identity,
             stop_flag=kopf_stop,
             ready_flag=self.watching,
         )

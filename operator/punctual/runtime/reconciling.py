@@ -5,8 +5,13 @@ claim protocol's "a 409 means re-read and decide again, never retry blindly" liv
 a pass whose claim lost re-reads the schedule and decides afresh, at most three
 times, then tries again a little later.
 
+With shards (kube.sharding) each schedule is written for by the Lease of its shard:
+a pass finds the schedule's `Role` (that shard's elector, an applier guarded by it,
+and the shard's name for its Jobs) from its uid, and does nothing unless that shard is
+led here.
+
 What it must never do: decide (that is `core`), write other than through the
-applier, or act when this replica does not lead.
+applier, or act for a schedule whose shard this replica does not lead.
 """
 
 from __future__ import annotations
@@ -75,6 +80,16 @@ class Applying(Protocol):
     async def release(self, namespace: str, name: str, uid: str, applied: Applied) -> None: ...
 
 
+@dataclass(frozen=True)
+class Role:
+    """Who writes for a schedule: the Lease of its shard, an applier that writes only
+    while that Lease is held, and the shard's name for its Jobs (None: one shard)."""
+
+    elector: Leading
+    applier: Applying
+    shard: str | None = None
+
+
 class Reconciler:
     def __init__(
         self,
@@ -90,12 +105,16 @@ class Reconciler:
         others: Judging | None = None,
         events: Reporting | None = None,
         freezes: Callable[[str], Sequence[Freeze]] = lambda namespace: (),
+        roles: Callable[[str], Role] | None = None,
+        leads_any: Callable[[], bool] | None = None,
     ) -> None:
         self.api = api
         self.freezes = freezes  # the FreezeWindows of a namespace, as the leader knows them
         self.view = view
-        self.elector = elector
-        self.applier = applier
+        single = Role(elector, applier)
+        # The role of a schedule by its uid (one shard: always the one elector's).
+        self.role: Callable[[str], Role] = roles or (lambda uid: single)
+        self.leads_any = leads_any or elector.is_leader
         self.clock = clock
         self.status_delay = status_delay
         self.forget = forget  # the scheduler loop drops a deleted schedule
@@ -106,7 +125,7 @@ class Reconciler:
 
     async def __call__(self, key: Key) -> datetime | None:
         """One pass; returns when to look at the schedule again (None: when notified)."""
-        if not self.elector.is_leader():
+        if not self.leads_any():
             return None
         for _ in range(ATTEMPTS):
             body = self.view.schedule(key)
@@ -116,8 +135,9 @@ class Reconciler:
                 if uid is not None:
                     await self._release_all(uid)
                 return None
-            epoch = self.elector.epoch
-            if epoch is None:
+            role = self.role(body["metadata"]["uid"])
+            epoch = role.elector.epoch
+            if epoch is None or not role.elector.is_leader():
                 return None
             mine = await self._ownership(key, body)
             if mine is Ownership.OTHER_CLASS:
@@ -125,11 +145,11 @@ class Reconciler:
             if mine is Ownership.CONFLICT:
                 return self.clock.now() + CONFLICT_RECHECK
             uid = body["metadata"]["uid"]
-            decision = self._decide(key, body, uid, epoch)
+            decision = self._decide(key, body, uid, epoch, role)
             if not decision.writes:
                 return decision.next_wake
             try:
-                applied = await self.applier.apply(body, decision)
+                applied = await role.applier.apply(body, decision)
             except NotLeader:
                 return None
             except Unavailable as error:
@@ -149,14 +169,14 @@ class Reconciler:
                 return self._later()
         return self._later()
 
-    def _decide(self, key: Key, body: dict[str, Any], uid: str, epoch: int) -> Decision:
+    def _decide(self, key: Key, body: dict[str, Any], uid: str, epoch: int, role: Role) -> Decision:
         """Decide, and leave the status for a later write when it may wait."""
         installation = None if self.installation is None else self.installation.name
         decision = decide(
             body,
             self.view.jobs(uid),
             now=self.clock.now(),
-            leadership=Leadership(epoch, self.elector.identity, installation),
+            leadership=Leadership(epoch, role.elector.identity, installation, role.shard),
             freezes=self.freezes(key[0]),
         )
         if decision.status is None:
@@ -206,10 +226,13 @@ class Reconciler:
         """A deleted schedule's Jobs: no claim of it is left to protect, so none is held
         (garbage collection can then delete them)."""
         applied = Applied()
+        role = self.role(uid)
+        if not role.elector.is_leader():
+            return
         try:
             for job in self.view.jobs(uid):
                 if job.held:
-                    await self.applier.release(job.namespace, job.name, job.uid, applied)
+                    await role.applier.release(job.namespace, job.name, job.uid, applied)
         except NotLeader:
             return
         if applied.released:
