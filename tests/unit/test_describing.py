@@ -166,13 +166,22 @@ def test_what_waits_is_shown_when_the_status_has_it() -> None:
     body = copy.deepcopy(SCHEDULE)
     assert not any(line.startswith(("Buffered", "Backfill", "Paused:")) for line in render(body))
     body["status"]["buffered"] = ["2026-11-26T01:00:00Z", {"tick": "2026-11-27T01:00:00Z"}]
-    body["status"]["backfill"] = {"from": "2026-11-01T00:00:00Z", "done": 3, "total": 50}
+    body["status"]["backfill"] = {
+        "request": "r1",
+        "from": "2026-11-01T00:00:00Z",
+        "to": "2026-11-02T00:00:00Z",
+        "state": "Running",
+        "done": 3,
+        "skipped": 1,
+        "total": 50,
+    }
     lines = render(body)
     assert section(lines, "Buffered:") == [
         "Buffered:     2 ticks wait for the running Job:",
         "              2026-11-26T01:00:00Z",
         "              2026-11-27T01:00:00Z",
-        "Backfill:     from 2026-11-01T00:00:00Z, done 3, total 50",
+        "Backfill:     backfill r1 [2026-11-01T00:00:00Z, 2026-11-02T00:00:00Z): Running, "
+        "3 run + 1 already done of 50 ticks",
     ]
 
 

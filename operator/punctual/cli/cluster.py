@@ -393,19 +393,10 @@ def _history(arguments: argparse.Namespace, context: _Context) -> int:
     )
     backfill = status.get("backfill")
     if backfill:
+        from punctual.cli.describing import backfill_line
+
         print(backfill_line(backfill), file=context.stdout)
     return 0
-
-
-def backfill_line(backfill: dict[str, Any]) -> str:
-    """status.backfill in one line: `backfill R [from, to): Running, 12/50 done, ...`."""
-    window = f"[{backfill.get('from', '?')}, {backfill.get('to', '?')})"
-    line = (
-        f"backfill {backfill.get('request')} {window}: {backfill.get('state')}, "
-        f"{backfill.get('done', 0)} run + {backfill.get('skipped', 0)} already done "
-        f"of {backfill.get('total', 0)} ticks"
-    )
-    return line + (f" ({backfill['message']})" if backfill.get("message") else "")
 
 
 def add_resume_command(subparsers: Any) -> None:

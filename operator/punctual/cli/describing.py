@@ -253,12 +253,26 @@ def _waiting(status: Mapping[str, Any]) -> list[str]:
         ]
         noun = "tick waits" if len(ticks) == 1 else "ticks wait"
         lines += _block("Buffered", [f"{len(ticks)} {noun} for the running Job:", *ticks])
-    for key, label in (("paused", "Paused"), ("backfill", "Backfill")):
+    backfill = status.get("backfill")
+    if isinstance(backfill, Mapping) and backfill:
+        lines += _block("Backfill", [backfill_line(backfill)])
+    for key, label in (("paused", "Paused"),):
         value = status.get(key)
         if value:
             shown = value if isinstance(value, list) else [value]
             lines += _block(label, [_compact(v) for v in shown])
     return ["", *lines] if lines else []
+
+
+def backfill_line(backfill: Mapping[str, Any]) -> str:
+    """status.backfill in one line: `backfill R [from, to): Running, 12/50 done, ...`."""
+    window = f"[{backfill.get('from', '?')}, {backfill.get('to', '?')})"
+    line = (
+        f"backfill {backfill.get('request')} {window}: {backfill.get('state')}, "
+        f"{backfill.get('done', 0)} run + {backfill.get('skipped', 0)} already done "
+        f"of {backfill.get('total', 0)} ticks"
+    )
+    return line + (f" ({backfill['message']})" if backfill.get("message") else "")
 
 
 def _compact(value: Any) -> str:
