@@ -15,13 +15,13 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from croniter import croniter
 
 from punctual.core import planning, schedules
-from punctual.core.models import CronScheduleSpec, MissedRunPolicy
+from punctual.core.models import CronScheduleSpec, Exclusion, MissedRunPolicy, ScheduleEntry
 from punctual.core.planning import TickPlan, plan_ticks, schedule_fingerprint
 
 UID = "0b7e5f7a-5d0c-4a4e-9d7e-2f0f4a0c8a11"
@@ -90,6 +90,54 @@ def cases() -> list[Case]:
         ),
         Case("0 0 29 2 *, next tick years away", spec(schedule="0 0 29 2 *"), NOW),
         Case("0 0 30 2 * (invalid)", spec(schedule="0 0 30 2 *"), NOW),
+        Case(
+            "* * * * * * Europe/Berlin + exclusions, a year down, RunAll cap 10",
+            spec(
+                schedule="* * * * * *",
+                time_zone="Europe/Berlin",
+                exclude=[
+                    Exclusion(cron="* * 25 12 *"),
+                    Exclusion(cron="* 2-4 * * SUN"),
+                    Exclusion(dates=(date(2026, 1, 1), date(2026, 5, 1))),
+                    Exclusion.model_validate(
+                        {"from": "2026-08-01T00:00:00Z", "to": "2026-08-15T00:00:00Z"}
+                    ),
+                ],
+                missed_run_policy=MissedRunPolicy.RUN_ALL,
+            ),
+            NOW - timedelta(days=365),
+        ),
+        Case(
+            "3 entries (2 cron, every 90m) + exclusions, a year down, RunAll",
+            spec(
+                schedules=[
+                    ScheduleEntry(cron="0 9 * * MON-FRI"),
+                    ScheduleEntry(cron="*/10 * * * * *"),
+                    ScheduleEntry(every="90m", offset="15m"),
+                ],
+                time_zone="Europe/Berlin",
+                exclude=[Exclusion(cron="* * * * SAT,SUN"), Exclusion(dates=(date(2026, 12, 24),))],
+                missed_run_policy=MissedRunPolicy.RUN_ALL,
+            ),
+            NOW - timedelta(days=365),
+        ),
+        Case(
+            "every 1s interval + maxRuns 1000000, a year down, RunLatest",
+            spec(schedules=[ScheduleEntry(every="1s")], max_runs=1_000_000),
+            NOW - timedelta(days=365),
+        ),
+        Case(
+            "3 entries, one tick due",
+            spec(
+                schedules=[
+                    ScheduleEntry(cron="*/5 * * * *"),
+                    ScheduleEntry(cron="0 * * * *"),
+                    ScheduleEntry(every="90m", offset="15m"),
+                ],
+                exclude=[Exclusion(cron="* * 25 12 *")],
+            ),
+            NOW - timedelta(minutes=5),
+        ),
         Case(
             "runAt, due now",
             spec(run_at=NOW - timedelta(seconds=5)),

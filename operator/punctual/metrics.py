@@ -107,6 +107,26 @@ class Metrics:
             "Half the width of the interval the clock offset is known to lie in.",
             registry=r,
         )
+        # Per schedule, only for those that ask for them (pauseOnFailure,
+        # successDeadlineSeconds), read from status at scrape time.
+        self.schedule_paused = Gauge(
+            "punctual_schedule_paused",
+            "1 while pauseOnFailure keeps a schedule paused, else 0.",
+            ["namespace", "schedule"],
+            registry=r,
+        )
+        self.schedule_stale = Gauge(
+            "punctual_schedule_stale",
+            "1 while no Job of a tick has succeeded within successDeadlineSeconds, else 0.",
+            ["namespace", "schedule"],
+            registry=r,
+        )
+        self.last_success = Gauge(
+            "punctual_last_success_timestamp_seconds",
+            "When the newest successful Job of a schedule with successDeadlineSeconds completed.",
+            ["namespace", "schedule"],
+            registry=r,
+        )
         self.epoch.set(-1)
 
     def exposition(self) -> bytes:

@@ -328,7 +328,11 @@ def test_lint_and_template_pass_in_every_mode(values: tuple[str, ...]) -> None:
     assert find(docs, "PodDisruptionBudget")[0]["spec"]["minAvailable"] == 1
     assert find(docs, "ServiceAccount") and find(docs, "Service")
     crds = {d["metadata"]["name"] for d in find(docs, "CustomResourceDefinition")}
-    assert crds == {"cronschedules.punctual.dev", "fences.punctual.dev"}
+    assert crds == {
+        "cronschedules.punctual.dev",
+        "fences.punctual.dev",
+        "freezewindows.punctual.dev",
+    }
     [binding] = find(docs, "ValidatingAdmissionPolicyBinding")
     assert (
         binding["spec"]["policyName"]
@@ -393,6 +397,8 @@ def test_lint_and_template_pass_in_every_mode(values: tuple[str, ...]) -> None:
             "PunctualFiringLagHigh",
             "PunctualTicksMissed",
             "PunctualJobsFailing",
+            "PunctualScheduleStale",
+            "PunctualSchedulePaused",
             "PunctualNoLeader",
         }
         assert "punctual_firing_lag_seconds_bucket" in alerts["PunctualFiringLagHigh"]["expr"]

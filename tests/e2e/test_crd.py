@@ -87,12 +87,12 @@ INVALID = [
     (
         "both schedule and runAt",
         variant({"runAt": "2027-01-01T00:00:00Z"}),
-        "exactly one of spec.schedule and spec.runAt must be set",
+        "exactly one of spec.schedule, spec.schedules and spec.runAt must be set",
     ),
     (
         "neither schedule nor runAt",
         variant(drop=("schedule",)),
-        "exactly one of spec.schedule and spec.runAt must be set",
+        "exactly one of spec.schedule, spec.schedules and spec.runAt must be set",
     ),
     ("schedule with three fields", variant({"schedule": "* * *"}), "spec.schedule"),
     ("unknown macro", variant({"schedule": "@fortnightly"}), "spec.schedule"),
@@ -162,6 +162,8 @@ def test_get_shows_the_printer_columns(crd: Cluster, namespace: str) -> None:
         "LAST",
         "SCHEDULE",
         "NEXT",
+        "REMAINING",
+        "FINISHED",
         "AGE",
     ]
     assert row.split()[:4] == ["nightly-report", "0", "2", "*"]

@@ -1,4 +1,4 @@
-"""`punctual run`, `trigger` and `history` with an exec-plugin kubeconfig, on the real API server.
+"""`punctual run`, `trigger`, `history` and `describe` with an exec-plugin kubeconfig.
 
 The kubeconfig has no token: its user is an exec plugin (a shell script) that prints
 an ExecCredential carrying the local cluster's admin token and logs every run, so a
@@ -152,7 +152,7 @@ def leader_of(cluster: Cluster, namespace: str) -> str:
     [{}, {"tls-server-name": "kubernetes.default.svc"}],
     ids=["plain", "tls-server-name"],  # the second gives kopf a session of Punctual's
 )
-def test_run_trigger_and_history_authenticate_with_an_exec_plugin(
+def test_run_trigger_history_and_describe_authenticate_with_an_exec_plugin(
     crd: Cluster, namespace: str, tmp_path: Path, cluster_fields: dict[str, str]
 ) -> None:
     kubeconfig, log = exec_kubeconfig(crd, tmp_path, namespace, cluster_fields=cluster_fields)
@@ -171,9 +171,14 @@ def test_run_trigger_and_history_authenticate_with_an_exec_plugin(
     before = runs(log)
     history = punctual("history", "manual", kubeconfig=kubeconfig)
     assert history.returncode == 0, history.stderr
-    assert history.stdout.splitlines()[0].split() == ["TICK", "JOB", "OUTCOME", "EPOCH", "REASON"]
+    header = history.stdout.splitlines()[0].split()
+    assert header == ["TICK", "JOB", "OUTCOME", "EPOCH", "BY", "REASON"]
     assert "(manual)" in history.stdout
     assert runs(log) == before + 1
+    described = punctual("describe", "manual", kubeconfig=kubeconfig)
+    assert described.returncode == 0, described.stderr
+    assert described.stdout.splitlines()[0].split() == ["Name:", "manual"]
+    assert runs(log) == before + 2
     info = json.loads(log.read_text().splitlines()[-1].split(" ", 1)[1])
     assert info["apiVersion"] == "client.authentication.k8s.io/v1"
 

@@ -125,7 +125,7 @@ def test_explain(capsys: pytest.CaptureFixture[str]) -> None:
     ("argv", "message"),
     [
         ([], "punctual: the following arguments are required: COMMAND"),
-        (["next"], "punctual next: the following arguments are required: SCHEDULE"),
+        (["next"], "punctual: give SCHEDULE (a cron expression), NAME (-n NS) or -f FILE"),
         (["nope"], "punctual: argument COMMAND: invalid choice: 'nope'"),
         (
             ["next", "* * * * *", "--count", "x"],
@@ -339,3 +339,51 @@ def test_extreme_but_valid_input_prints_what_exists_and_status_0(
 ) -> None:
     status, lines, err = run(argv, capsys)
     assert (status, lines, err) == (0, expected, "")
+
+
+SAMPLES = os.path.join(os.path.dirname(__file__), "..", "..", "crds", "samples")
+
+
+def test_next_on_a_whole_spec_takes_entries_exclusions_and_max_runs(
+    capsys: pytest.CaptureFixture[str], tmp_path: object
+) -> None:
+    manifest = os.path.join(str(tmp_path), "schedule.yaml")
+    with open(manifest, "w") as out:
+        out.write(
+            "apiVersion: punctual.dev/v1\nkind: CronSchedule\nmetadata: {name: x}\nspec:\n"
+            "  schedules: [{cron: '0 11 * * *'}, {every: 1h, offset: 30m}]\n"
+            "  exclude: [{from: '2026-11-25T12:00:00Z', to: '2026-11-25T14:00:00Z'}]\n"
+            "  maxRuns: 3\n  jobTemplate: {spec: {template: {}}}\n"
+        )
+    status, lines, err = run(["next", "-f", manifest, "--count", "10"], capsys)
+    assert (status, err) == (0, "")
+    assert lines == [
+        "2026-11-25T10:30:00+00:00",
+        "2026-11-25T11:00:00+00:00",
+        "2026-11-25T11:30:00+00:00",
+    ]
+
+
+def test_explain_on_a_whole_spec_says_one_line_per_part(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    sample = os.path.join(SAMPLES, "holidays-excluded.yaml")
+    status, lines, err = run(["explain", "-f", sample], capsys)
+    assert (status, err) == (0, "")
+    assert [line.split(":")[0] for line in lines] == [
+        "schedule",
+        "exclude[0]",
+        "exclude[1]",
+        "exclude[2]",
+    ]
+
+
+def test_an_invalid_entry_in_a_manifest_is_one_line_naming_it(
+    capsys: pytest.CaptureFixture[str], tmp_path: object
+) -> None:
+    manifest = os.path.join(str(tmp_path), "bad.yaml")
+    with open(manifest, "w") as out:
+        out.write("spec: {schedules: [{cron: '0 0 * * *'}, {cron: '0 0 30 2 *'}]}\n")
+    status, lines, err = run(["next", "-f", manifest], capsys)
+    assert status == 2 and lines == []
+    assert err.startswith("punctual: spec.schedules[1].cron: "), err

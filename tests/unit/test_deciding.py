@@ -136,8 +136,9 @@ def schedule_body(
     trigger: str | None = None,
     created: datetime = CREATED,
     uid: str = UID,
+    annotations: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    annotations = {"kubectl.kubernetes.io/last-applied-configuration": "{}"}
+    annotations = {"kubectl.kubernetes.io/last-applied-configuration": "{}", **(annotations or {})}
     if trigger is not None:
         annotations[TRIGGER_ANNOTATION] = trigger
     body: dict[str, Any] = {
@@ -861,7 +862,19 @@ def test_every_job_body_is_owned_labelled_and_stamped() -> None:
         assert meta["annotations"]["owner"] == "alice@example.com"
         assert meta["annotations"]["punctual.dev/tick"] == iso(create.tick)
         assert meta["annotations"]["punctual.dev/epoch"] == str(LEADER.epoch)
-        assert create.body["spec"] == TEMPLATE["spec"]
+        # The template's spec, its pod template told the firing (see test_stamping).
+        pod = create.body["spec"]["template"]
+        assert {**create.body["spec"], "template": None} == {**TEMPLATE["spec"], "template": None}
+        [container] = pod["spec"]["containers"]
+        assert {k: v for k, v in container.items() if k != "env"} == {
+            "name": "report",
+            "image": "busybox",
+            "args": ["true"],
+        }
+        env = {e["name"]: e["value"] for e in container["env"]}
+        assert env["PUNCTUAL_TICK"] == iso(create.tick)
+        assert env["PUNCTUAL_FIRING"] == ("manual" if create.manual else "scheduled")
+        assert pod["metadata"]["annotations"]["punctual.dev/tick"] == iso(create.tick)
     manual = [c for c in decision.creates if c.manual]
     assert [c.name for c in manual] == [MANUAL_1]
     assert manual[0].body["metadata"]["annotations"]["punctual.dev/trigger"] == "req-1"

@@ -146,7 +146,13 @@ def test_snake_case_names_work_too() -> None:
 
 def test_enums_spell_as_the_crd() -> None:
     assert [p.value for p in MissedRunPolicy] == ["Skip", "RunLatest", "RunAll"]
-    assert [p.value for p in ConcurrencyPolicy] == ["Allow", "Forbid", "Replace"]
+    assert [p.value for p in ConcurrencyPolicy] == [
+        "Allow",
+        "Forbid",
+        "Replace",
+        "BufferOne",
+        "BufferAll",
+    ]
     assert [o.value for o in FiringOutcome] == [
         "Created",
         "Skipped",
@@ -160,10 +166,10 @@ def test_enums_spell_as_the_crd() -> None:
 @pytest.mark.parametrize(
     ("spec", "message"),
     [
-        ({}, "spec: Value error, set exactly one of schedule and runAt"),
+        ({}, "spec: Value error, set exactly one of schedule, schedules and runAt"),
         (
             {"schedule": "* * * * *", "runAt": "2026-11-25T02:00:00Z"},
-            "spec: Value error, set exactly one of schedule and runAt",
+            "spec: Value error, set exactly one of schedule, schedules and runAt",
         ),
         ({"schedule": "* * * * *", "maxMissedRuns": 0}, "spec.maxMissedRuns: Input should be"),
         ({"schedule": "* * * * *", "maxMissedRuns": 1001}, "spec.maxMissedRuns: Input should be"),

@@ -117,6 +117,14 @@ job="{{ include "punctual.metricsServiceName" . }}"
 - apiGroups: [punctual.dev]
   resources: [cronschedules/finalizers]
   verbs: [update]
+# FreezeWindows hold selected schedules: watched, listed by the leader, their status
+# (schedules held, the current window) patched by it.
+- apiGroups: [punctual.dev]
+  resources: [freezewindows]
+  verbs: [get, list, watch]
+- apiGroups: [punctual.dev]
+  resources: [freezewindows/status]
+  verbs: [patch]
 # Watched by every replica; the leader creates one per tick, reads one back on 409
 # AlreadyExists, deletes them for history limits and concurrencyPolicy Replace, and
 # patches one to remove its punctual.dev/record-firing finalizer once its firing is

@@ -16,6 +16,7 @@ import asyncio
 import os
 import secrets
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
 if TYPE_CHECKING:
@@ -235,14 +236,30 @@ def _problem_with(options: Options) -> str | None:
 
 
 def add_trigger_command(subparsers: Any) -> None:
+    from punctual.core.triggers import MAX_TRIGGER_REASON, OVERRIDABLE
+
     parser = subparsers.add_parser(
         "trigger",
         help="fire a schedule now",
-        description="Fire CronSchedule NAME now, once, subject to its concurrencyPolicy, by "
-        "setting its punctual.dev/trigger annotation to a new request id. The firing is "
-        "recorded in status.recentFirings like any other.",
+        description="Fire CronSchedule NAME now, once, subject to its concurrencyPolicy "
+        "(or --overlap), by setting its punctual.dev/trigger annotation to a new request. "
+        "The request names you as the API server knows you (its SelfSubjectReview, as "
+        "`kubectl auth whoami`) and --reason; the firing is recorded with both in "
+        "status.recentFirings, `punctual history`, the Triggered Event and the Job's "
+        "punctual.dev/triggered-by and punctual.dev/trigger-reason annotations.",
     )
     _add_schedule_arguments(parser)
+    parser.add_argument(
+        "--reason",
+        help=f"why you fire it, recorded with the firing (at most {MAX_TRIGGER_REASON} characters)",
+    )
+    parser.add_argument(
+        "--overlap",
+        metavar="POLICY",
+        choices=[p.value for p in OVERRIDABLE],
+        help="the concurrencyPolicy for this firing only, instead of the schedule's: "
+        + ", ".join(p.value for p in OVERRIDABLE),
+    )
     parser.set_defaults(handler=_trigger)
 
 
@@ -250,15 +267,50 @@ def _trigger(arguments: argparse.Namespace, context: _Context) -> int:
     from punctual.clocks import SystemClock
     from punctual.core.deciding import TRIGGER_ANNOTATION
     from punctual.core.times import format_time
+    from punctual.core.triggers import (
+        MAX_TRIGGER_REASON,
+        TriggerError,
+        TriggerRequest,
+        overlap_policy,
+    )
+    from punctual.kube.client import ApiError
+    from punctual.kube.reviewing import caller_name
 
+    reason = arguments.reason
+    if reason is not None and not 0 < len(reason) <= MAX_TRIGGER_REASON:
+        print(
+            f"punctual: --reason must be 1 to {MAX_TRIGGER_REASON} characters, not {len(reason)}",
+            file=context.stderr,
+        )
+        return 2
+    try:
+        policy = overlap_policy(arguments.overlap, "--overlap")
+    except TriggerError as error:  # argparse's choices catch it first; kept for callers
+        print(f"punctual: {error}", file=context.stderr)
+        return 2
     request = f"{format_time(SystemClock().now().replace(microsecond=0))}-{secrets.token_hex(3)}"
-    patch = {"metadata": {"annotations": {TRIGGER_ANNOTATION: request}}}
-    done = _on_schedule(arguments, context, lambda api, path: api.patch(path, patch))
+    asked = TriggerRequest(request, None, reason, policy)
+
+    async def ask(api: KubeClient, path: str) -> dict[str, Any]:
+        nonlocal asked
+        try:
+            asked = replace(asked, triggered_by=await caller_name(api))
+        except ApiError as error:
+            print(
+                f"punctual: the API server cannot say who you are ({error}); "
+                "the trigger names nobody",
+                file=context.stderr,
+            )
+        patch = {"metadata": {"annotations": {TRIGGER_ANNOTATION: asked.annotation()}}}
+        return await api.patch(path, patch)
+
+    done = _on_schedule(arguments, context, ask)
     if done is None:
         return 1
     meta = done["metadata"]
+    who = "" if asked.triggered_by is None else f" by {asked.triggered_by}"
     print(
-        f"cronschedule {meta['namespace']}/{meta['name']} triggered (request {request})",
+        f"cronschedule {meta['namespace']}/{meta['name']} triggered{who} (request {request})",
         file=context.stdout,
     )
     return 0
@@ -301,40 +353,37 @@ def _on_schedule(
     return None
 
 
+def fetch_schedule(
+    name: str, namespace: str | None, kubeconfig: str | None, context: _Context
+) -> dict[str, Any] | None:
+    """The live CronSchedule NAME (for `punctual next NAME`); None (said why) if unreadable."""
+    arguments = argparse.Namespace(
+        name=name, namespace=namespace, kubeconfig=kubeconfig or _env("KUBECONFIG")
+    )
+    return _on_schedule(arguments, context, lambda api, path: api.get(path))
+
+
 def add_history_command(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "history",
         help="show a schedule's recent firings",
         description="Show the recent firings of CronSchedule NAME, newest first: each tick, "
-        "its Job, what became of it and why, and the leader epoch that decided it.",
+        "its Job, what became of it and why, the leader epoch that decided it, and for a "
+        "manual trigger who asked and why.",
     )
     _add_schedule_arguments(parser)
     parser.set_defaults(handler=_history)
 
 
 def _history(arguments: argparse.Namespace, context: _Context) -> int:
+    from punctual.cli.describing import firings_table
+
     body = _on_schedule(arguments, context, lambda api, path: api.get(path))
     if body is None:
         return 1
     status = body.get("status") or {}
-    rows = [("TICK", "JOB", "OUTCOME", "EPOCH", "REASON")]
-    for firing in status.get("recentFirings") or []:
-        outcome = firing.get("outcome", "")
-        if firing.get("manual"):
-            outcome += " (manual)"
-        rows.append(
-            (
-                firing.get("tick", ""),
-                firing.get("job") or "-",
-                outcome,
-                str(firing.get("epoch", "")),
-                firing.get("reason") or "",
-            )
-        )
-    widths = [max(len(row[i]) for row in rows) for i in range(4)]
-    for row in rows:
-        cells = [cell.ljust(width) for cell, width in zip(row[:4], widths, strict=True)]
-        print("   ".join([*cells, row[4]]).rstrip(), file=context.stdout)
+    for row in firings_table(status.get("recentFirings") or []):
+        print(row, file=context.stdout)
     print(
         f"\nlast scheduled {status.get('lastScheduledTime', '-')}, "
         f"next {status.get('nextScheduleTime', '-')}, "
@@ -342,4 +391,175 @@ def _history(arguments: argparse.Namespace, context: _Context) -> int:
         f"active {status.get('activeCount', 0)}",
         file=context.stdout,
     )
+    backfill = status.get("backfill")
+    if backfill:
+        print(backfill_line(backfill), file=context.stdout)
+    return 0
+
+
+def backfill_line(backfill: dict[str, Any]) -> str:
+    """status.backfill in one line: `backfill R [from, to): Running, 12/50 done, ...`."""
+    window = f"[{backfill.get('from', '?')}, {backfill.get('to', '?')})"
+    line = (
+        f"backfill {backfill.get('request')} {window}: {backfill.get('state')}, "
+        f"{backfill.get('done', 0)} run + {backfill.get('skipped', 0)} already done "
+        f"of {backfill.get('total', 0)} ticks"
+    )
+    return line + (f" ({backfill['message']})" if backfill.get("message") else "")
+
+
+def add_resume_command(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "resume",
+        help="resume a schedule that pauseOnFailure paused",
+        description="Resume CronSchedule NAME after spec.pauseOnFailure paused it, by setting "
+        "its punctual.dev/resume annotation to a new request id: the Paused condition clears, "
+        "the failure count restarts at 0, and the ticks of the pause are handled by "
+        "missedRunPolicy. The spec is not edited. A schedule that is not paused is unchanged.",
+    )
+    _add_schedule_arguments(parser)
+    parser.set_defaults(handler=_resume)
+
+
+def _resume(arguments: argparse.Namespace, context: _Context) -> int:
+    from punctual.clocks import SystemClock
+    from punctual.core.deciding import RESUME_ANNOTATION
+    from punctual.core.times import format_time
+
+    request = f"{format_time(SystemClock().now().replace(microsecond=0))}-{secrets.token_hex(3)}"
+    patch = {"metadata": {"annotations": {RESUME_ANNOTATION: request}}}
+    done = _on_schedule(arguments, context, lambda api, path: api.patch(path, patch))
+    if done is None:
+        return 1
+    meta = done["metadata"]
+    paused = [
+        c
+        for c in (done.get("status") or {}).get("conditions") or []
+        if c.get("type") == "Paused" and c.get("status") == "True"
+    ]
+    state = "was paused; resuming" if paused else "was not paused; nothing to resume"
+    print(
+        f"cronschedule {meta['namespace']}/{meta['name']} {state} (request {request})",
+        file=context.stdout,
+    )
+    return 0
+
+
+def add_backfill_command(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "backfill",
+        help="run every tick of a past range, once each",
+        description="Ask for every tick of CronSchedule NAME in [--from, --to) to run, through "
+        "the same claim-then-create path as any tick, oldest first, paced (at most 5 Jobs a "
+        "second). A tick whose Job exists or is recorded as fired is reported as already "
+        "done and never runs twice, so asking again creates nothing new. Progress is in "
+        "status.backfill and `punctual history`; it survives a failover. Ticks after now "
+        "are left to the schedule.",
+    )
+    _add_schedule_arguments(parser)
+    parser.add_argument("--from", dest="start", metavar="T1", help="RFC 3339, inclusive")
+    parser.add_argument("--to", dest="end", metavar="T2", help="RFC 3339, exclusive")
+    parser.add_argument(
+        "--overlap",
+        choices=["Allow", "Forbid"],
+        default="Allow",
+        help="Allow: up to 5 Jobs a second beside running ones (default); Forbid: one at a "
+        "time, each after no Job of the schedule runs",
+    )
+    parser.add_argument("--dry-run", action="store_true", help="list the ticks; change nothing")
+    parser.add_argument("--cancel", action="store_true", help="stop the running backfill")
+    parser.set_defaults(handler=_backfill)
+
+
+def _backfill(arguments: argparse.Namespace, context: _Context) -> int:
+    import json
+
+    from punctual.clocks import SystemClock
+    from punctual.core.backfilling import BACKFILL_ANNOTATION, read_request
+    from punctual.core.times import format_time
+
+    stamp = format_time(SystemClock().now().replace(microsecond=0))
+    request: dict[str, Any] = {"request": f"{stamp}-{secrets.token_hex(3)}"}
+    if arguments.cancel:
+        request["cancel"] = True
+    else:
+        if not arguments.start or not arguments.end:
+            print("punctual: backfill needs --from and --to (or --cancel)", file=context.stderr)
+            return 2
+        request.update({"from": arguments.start, "to": arguments.end})
+        request["overlap"] = arguments.overlap
+    problem = read_request(json.dumps(request))
+    if isinstance(problem, str):
+        print(f"punctual: {problem.split(': ', 1)[-1]}", file=context.stderr)
+        return 2
+    if arguments.dry_run:
+        return _backfill_dry_run(arguments, problem, context)
+    patch = {"metadata": {"annotations": {BACKFILL_ANNOTATION: json.dumps(request)}}}
+    done = _on_schedule(arguments, context, lambda api, path: api.patch(path, patch))
+    if done is None:
+        return 1
+    meta = done["metadata"]
+    what = (
+        "cancel asked"
+        if arguments.cancel
+        else f"backfill of [{arguments.start}, {arguments.end}) asked"
+    )
+    print(
+        f"cronschedule {meta['namespace']}/{meta['name']}: {what} (request {request['request']});"
+        " follow it with `punctual history`",
+        file=context.stdout,
+    )
+    return 0
+
+
+def _backfill_dry_run(arguments: argparse.Namespace, request: Any, context: _Context) -> int:
+    """List the ticks of the range and which already have their Job; write nothing."""
+    from datetime import timedelta
+
+    from punctual.core.backfilling import MAX_BACKFILL_TICKS
+    from punctual.core.jobs import LABEL_SCHEDULE_UID
+    from punctual.core.models import CronScheduleSpec
+    from punctual.core.naming import job_name
+    from punctual.core.planning import tick_source
+    from punctual.core.times import format_time
+
+    async def read(api: KubeClient, path: str) -> dict[str, Any]:
+        body = await api.get(path)
+        namespace = body["metadata"]["namespace"]
+        jobs = await api.get(
+            f"/apis/batch/v1/namespaces/{namespace}/jobs",
+            labelSelector=f"{LABEL_SCHEDULE_UID}={body['metadata']['uid']}",
+        )
+        return {"schedule": body, "jobs": jobs.get("items") or []}
+
+    found = _on_schedule(arguments, context, read)
+    if found is None:
+        return 1
+    body = found["schedule"]
+    existing = {j["metadata"]["name"] for j in found["jobs"]}
+    recorded = {
+        f.get("job") for f in (body.get("status") or {}).get("recentFirings") or [] if f.get("job")
+    }
+    try:
+        source = tick_source(
+            CronScheduleSpec.model_validate(body.get("spec") or {}), uid=body["metadata"]["uid"]
+        )
+    except ValueError as error:
+        print(f"punctual: the schedule cannot be read: {error}", file=context.stderr)
+        return 1
+    cursor = request.start - timedelta(microseconds=1)
+    run = done = 0
+    for _ in range(MAX_BACKFILL_TICKS):
+        tick = source.next_tick(cursor)
+        if tick is None or tick >= request.to:
+            break
+        cursor = tick
+        name = job_name(body["metadata"]["name"], tick)
+        already = name in existing or name in recorded
+        done += already
+        run += not already
+        state = "already done" if already else "would run"
+        print(f"{format_time(tick)}  {name}  {state}", file=context.stdout)
+    print(f"\n{run} ticks would run, {done} already done (dry run: nothing changed)",
+          file=context.stdout)  # fmt: skip
     return 0

@@ -2,10 +2,13 @@
 
 Why it exists: a user should be able to check what a schedule means before
 applying it (`punctual next "0 2 * * *" --timezone Europe/Berlin`,
-`punctual explain ...`), and run, trigger and inspect schedules from the same tool.
+`punctual explain ...`), on a whole CronSchedule (`punctual next -f schedule.yaml`:
+several entries, exclusions, the window and maxRuns) or a live one (`punctual next
+NAME -n NS`), and run, trigger and inspect schedules from the same tool.
 Each subcommand is a `Command`: a function that adds its parser to the subparsers
 and points it at a handler. `next` and `explain` live here; `run`, `trigger` and
-`history` in `cli.cluster`, which imports the heavy parts only when they run.
+`history` in `cli.cluster`, which imports the heavy parts only when they run;
+`describe` here, its screen drawn by `cli.describing`.
 
 What it must never do: read the clock other than through the injected `Clock`,
 or print a traceback for bad input. A bad schedule or zone exits with status 2
@@ -17,22 +20,37 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Final, NoReturn, TextIO, TypeAlias, cast
+from pathlib import Path
+from typing import Any, Final, NoReturn, TextIO, TypeAlias, cast
 
-from punctual.cli.cluster import add_history_command, add_run_command, add_trigger_command
+import yaml
+from pydantic import ValidationError
+
+from punctual.cli.cluster import (
+    add_backfill_command,
+    add_history_command,
+    add_resume_command,
+    add_run_command,
+    add_trigger_command,
+    fetch_schedule,
+)
+from punctual.cli.describing import describe_schedule
 from punctual.clocks import Clock, SystemClock
+from punctual.core.models import CronScheduleSpec, describe_error
+from punctual.core.planning import tick_source
 from punctual.core.schedules import (
-    CronTicks,
     ScheduleError,
+    TickSource,
     explain,
     format_local,
     load_zone,
+    parse_duration,
     parse_schedule,
 )
-from punctual.core.times import parse_time
+from punctual.core.times import format_time, parse_time
 
 EXIT_OK: Final = 0
 EXIT_FAILED: Final = 1
@@ -67,11 +85,12 @@ def add_next_command(subparsers: Subparsers) -> None:
     parser = subparsers.add_parser(
         "next",
         help="print the next fire times of a schedule",
-        description="Print the next fire times of SCHEDULE, strictly after --from, one per "
-        "line, in RFC 3339 with the zone's UTC offset at that instant.",
+        description="Print the next ticks, strictly after --from, one per line, in RFC 3339 "
+        "with the zone's UTC offset at that instant: of SCHEDULE (a cron expression), of "
+        "the CronSchedule in FILE (-f: all its entries, exclusions, window and maxRuns), or "
+        "of the live CronSchedule NAME (-n NS).",
     )
-    parser.add_argument("schedule", metavar="SCHEDULE", help='a cron expression, e.g. "0 2 * * *"')
-    _add_zone_and_uid(parser)
+    _add_source_arguments(parser)
     parser.add_argument(
         "--from",
         dest="start",
@@ -87,11 +106,52 @@ def add_explain_command(subparsers: Subparsers) -> None:
     parser = subparsers.add_parser(
         "explain",
         help="say in one sentence when a schedule runs",
-        description="Print one sentence saying when SCHEDULE runs.",
+        description="Print one sentence saying when SCHEDULE runs; for a CronSchedule (-f FILE, "
+        "or NAME -n NS), one line per entry, exclusion, window and run limit.",
     )
-    parser.add_argument("schedule", metavar="SCHEDULE", help='a cron expression, e.g. "0 2 * * *"')
-    _add_zone_and_uid(parser)
+    _add_source_arguments(parser)
     parser.set_defaults(handler=_run_explain)
+
+
+def _add_source_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "schedule",
+        metavar="SCHEDULE|NAME",
+        nargs="?",
+        help='a cron expression, e.g. "0 2 * * *", or the name of a live CronSchedule',
+    )
+    parser.add_argument(
+        "-f", "--filename", metavar="FILE", help="a CronSchedule manifest (YAML or JSON)"
+    )
+    parser.add_argument(
+        "--namespace", "-n", default=None, help="NAME's namespace (the kubeconfig's if unset)"
+    )
+    parser.add_argument("--kubeconfig", default=None, help="for NAME (default: $KUBECONFIG)")
+    _add_zone_and_uid(parser)
+
+
+def add_describe_command(subparsers: Subparsers) -> None:
+    parser = subparsers.add_parser(
+        "describe",
+        help="show a schedule on one screen: meaning, next ticks, state, firings",
+        description="Show CronSchedule NAME (-n NS), or the one in FILE (-f), on one screen: "
+        "its spec in words (as `punctual explain`), its policies, its state (suspended, "
+        "paused, finished, invalid, and whatever else its conditions say), the next ticks, "
+        "what waits (buffered ticks, a backfill), the recent firings with who asked and "
+        "why, and its conditions.",
+    )
+    parser.add_argument("name", metavar="NAME", nargs="?", help="a live CronSchedule")
+    parser.add_argument(
+        "-f", "--filename", metavar="FILE", help="a CronSchedule manifest (YAML or JSON)"
+    )
+    parser.add_argument(
+        "--namespace", "-n", default=None, help="NAME's namespace (the kubeconfig's if unset)"
+    )
+    parser.add_argument("--kubeconfig", default=None, help="for NAME (default: $KUBECONFIG)")
+    parser.add_argument(
+        "--count", type=int, default=10, metavar="N", help="how many next ticks (default: 10)"
+    )
+    parser.set_defaults(handler=_run_describe)
 
 
 COMMANDS: list[Command] = [
@@ -99,6 +159,9 @@ COMMANDS: list[Command] = [
     add_explain_command,
     add_run_command,
     add_trigger_command,
+    add_resume_command,
+    add_backfill_command,
+    add_describe_command,
     add_history_command,
 ]
 
@@ -152,35 +215,152 @@ def _add_zone_and_uid(parser: argparse.ArgumentParser) -> None:
     )
 
 
+@dataclass(frozen=True)
+class _Target:
+    """What `next` and `explain` look at: a bare expression, or a CronSchedule's spec."""
+
+    ticks: TickSource
+    zone_name: str
+    spec: CronScheduleSpec | None = None
+    uid: str | None = None
+    runs_left: int | None = None  # under maxRuns, how many scheduled runs remain
+
+
 def _run_next(arguments: argparse.Namespace, context: Context) -> int:
     if not 1 <= arguments.count <= MAX_COUNT:
         raise CliError(f"--count must be between 1 and {MAX_COUNT}, not {arguments.count}")
-    ticks = _schedule(arguments)
-    start = context.clock.now() if arguments.start is None else _instant(arguments)
+    target = _target(arguments, context)
+    start = context.clock.now() if arguments.start is None else _instant(arguments, target)
+    count = arguments.count if target.runs_left is None else min(arguments.count, target.runs_left)
     tick = start
-    for _ in range(arguments.count):
-        found = ticks.next_tick(tick)
+    for _ in range(count):
+        found = target.ticks.next_tick(tick)
         if found is None:
             break
-        print(format_local(found, ticks.zone), file=context.stdout)
+        print(format_local(found, target.ticks.zone), file=context.stdout)
         tick = found
     return EXIT_OK
 
 
 def _run_explain(arguments: argparse.Namespace, context: Context) -> int:
-    try:
-        sentence = explain(arguments.schedule, time_zone=arguments.timezone, uid=arguments.uid)
-    except ScheduleError as error:
-        raise CliError(_problem(error)) from error
-    print(sentence, file=context.stdout)
+    target = _target(arguments, context)
+    if target.spec is None:
+        try:
+            sentence = explain(arguments.schedule, time_zone=target.zone_name, uid=arguments.uid)
+        except ScheduleError as error:
+            raise CliError(_problem(error)) from error
+        print(sentence, file=context.stdout)
+        return EXIT_OK
+    for line in _explain_spec(target.spec, target.uid):
+        print(line, file=context.stdout)
     return EXIT_OK
 
 
-def _schedule(arguments: argparse.Namespace) -> CronTicks:
+def _target(arguments: argparse.Namespace, context: Context) -> _Target:
+    """The expression, the manifest (-f) or the live object (NAME) the user means."""
+    text: str | None = arguments.schedule
+    if arguments.filename is not None:
+        if text is not None:
+            raise CliError("give SCHEDULE, NAME or -f FILE, not two of them")
+        return _spec_target(_read_manifest(arguments.filename), arguments)
+    if text is None:
+        raise CliError("give SCHEDULE (a cron expression), NAME (-n NS) or -f FILE")
+    if not text.strip().startswith("@") and len(text.split()) == 1:
+        body = fetch_schedule(text, arguments.namespace, arguments.kubeconfig, context)
+        if body is None:
+            raise CliError(f"cannot read cronschedule {text}")
+        return _spec_target(body, arguments)
     try:
-        return parse_schedule(arguments.schedule, time_zone=arguments.timezone, uid=arguments.uid)
+        ticks = parse_schedule(text, time_zone=arguments.timezone, uid=arguments.uid)
     except ScheduleError as error:
         raise CliError(_problem(error)) from error
+    return _Target(ticks, arguments.timezone)
+
+
+def _read_manifest(filename: str) -> dict[str, Any]:
+    try:
+        text = sys.stdin.read() if filename == "-" else Path(filename).read_text()
+        body = yaml.safe_load(text)
+    except (OSError, yaml.YAMLError) as error:
+        raise CliError(f"cannot read {filename}: {error}") from None
+    if not isinstance(body, dict) or not isinstance(body.get("spec"), dict):
+        raise CliError(f"{filename} holds no CronSchedule (no spec)")
+    return body
+
+
+def _spec_target(body: Mapping[str, Any], arguments: argparse.Namespace) -> _Target:
+    try:
+        spec = CronScheduleSpec.model_validate(body["spec"])
+    except ValidationError as error:
+        raise CliError(describe_error(error)) from None
+    uid = str((body.get("metadata") or {}).get("uid") or arguments.uid or "")
+    try:
+        ticks = tick_source(spec, uid=uid)
+    except ScheduleError as error:
+        raise CliError(error.reason) from None
+    runs_left = spec.max_runs
+    status = body.get("status") or {}
+    if spec.max_runs is not None and isinstance(status.get("runsRemaining"), int):
+        runs_left = status["runsRemaining"]
+    return _Target(ticks, spec.time_zone, spec, uid or None, runs_left)
+
+
+def _explain_spec(spec: CronScheduleSpec, uid: str | None) -> list[str]:
+    """One line per entry, exclusion, window and run limit."""
+    zone = spec.time_zone
+    lines: list[str] = []
+    if spec.schedule is not None:
+        lines.append(f"schedule: {explain(spec.schedule, time_zone=zone, uid=uid)}")
+    if spec.run_at is not None:
+        lines.append(f"runAt: once, at {format_time(spec.run_at)}.")
+    for index, entry in enumerate(spec.schedules or ()):
+        if entry.cron is not None:
+            lines.append(f"schedules[{index}]: {explain(entry.cron, time_zone=zone, uid=uid)}")
+        else:
+            every = parse_duration(entry.every or "", f"schedules[{index}].every")
+            offset = parse_duration(entry.offset or "0s", f"schedules[{index}].offset")
+            lines.append(
+                f"schedules[{index}]: Every {_seconds_text(every)}, at the Unix epoch plus "
+                f"{_seconds_text(offset)} plus a whole number of intervals, in UTC; time zones "
+                "and daylight saving do not move it."
+            )
+    if spec.schedules is not None and len(spec.schedules) > 1:
+        lines.append("An instant that two entries reach is one tick, one Job.")
+    for index, exclusion in enumerate(spec.exclude):
+        if exclusion.cron is not None:
+            sentence = explain(exclusion.cron, time_zone=zone, uid=uid).split(". When")[0]
+            lines.append(
+                f"exclude[{index}]: not {sentence[0].lower()}{sentence[1:].rstrip('.')}"
+                " (the local wall clock; 5 fields: the whole minute)."
+            )
+        elif exclusion.dates is not None:
+            days = ", ".join(d.isoformat() for d in exclusion.dates)
+            lines.append(f"exclude[{index}]: not on {days} (whole days in {zone}).")
+        elif exclusion.start is not None and exclusion.to is not None:
+            lines.append(
+                f"exclude[{index}]: not from {format_time(exclusion.start)} until "
+                f"{format_time(exclusion.to)} (the end excluded)."
+            )
+    if spec.start_time is not None:
+        lines.append(f"startTime: no tick before {format_time(spec.start_time)}.")
+    if spec.end_time is not None:
+        lines.append(f"endTime: no tick at or after {format_time(spec.end_time)}.")
+    if spec.max_runs is not None:
+        lines.append(
+            f"maxRuns: at most {spec.max_runs} scheduled runs (manual triggers do not count)."
+        )
+    return lines
+
+
+def _seconds_text(seconds: int) -> str:
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    parts = [
+        f"{hours}h" if hours else "",
+        f"{minutes}m" if minutes else "",
+        f"{secs}s" if secs else "",
+    ]
+    return "".join(parts) or "0s"
 
 
 def _problem(error: ScheduleError) -> str:
@@ -189,9 +369,48 @@ def _problem(error: ScheduleError) -> str:
     return f'invalid schedule "{error.value}": {error.problem}'
 
 
-def _instant(arguments: argparse.Namespace) -> datetime:
+def _instant(arguments: argparse.Namespace, target: _Target) -> datetime:
     text: str = arguments.start
     try:
-        return parse_time(text, naive_zone=load_zone(arguments.timezone))
+        return parse_time(text, naive_zone=load_zone(target.zone_name))
     except ValueError as error:
         raise CliError(f'invalid --from "{text}": {error}') from None
+
+
+def _run_describe(arguments: argparse.Namespace, context: Context) -> int:
+    if not 0 <= arguments.count <= MAX_COUNT:
+        raise CliError(f"--count must be between 0 and {MAX_COUNT}, not {arguments.count}")
+    if (arguments.name is None) == (arguments.filename is None):
+        raise CliError("give NAME (-n NS) or -f FILE")
+    if arguments.filename is not None:
+        body = _read_manifest(arguments.filename)
+    else:
+        fetched = fetch_schedule(arguments.name, arguments.namespace, arguments.kubeconfig, context)
+        if fetched is None:
+            return EXIT_FAILED
+        body = fetched
+    arguments.uid = None
+    target = _spec_target(body, arguments)
+    assert target.spec is not None
+    now = context.clock.now()
+    upcoming: list[datetime] = []
+    finished = any(
+        c.get("type") == "Finished" and c.get("status") == "True"
+        for c in (body.get("status") or {}).get("conditions") or []
+        if isinstance(c, Mapping)
+    )
+    count = arguments.count if target.runs_left is None else min(arguments.count, target.runs_left)
+    while not finished and len(upcoming) < count:
+        found = target.ticks.next_tick(upcoming[-1] if upcoming else now)
+        if found is None:
+            break
+        upcoming.append(found)
+    lines = describe_schedule(
+        body,
+        now=now,
+        explained=_explain_spec(target.spec, target.uid),
+        upcoming=upcoming,
+        zone=target.ticks.zone,
+    )
+    print("\n".join(lines), file=context.stdout)
+    return EXIT_OK

@@ -22,36 +22,53 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import Enum
 from typing import Any, Final, Literal
 
 from pydantic import ValidationError
 
+from punctual.core.backfilling import BACKFILL_ANNOTATION, advance, begin, covers
+from punctual.core.freezing import Freeze, FreezeAction, ended_between, holding
 from punctual.core.jobs import JobSnapshot, JobState, build_job, manual_job_name
 from punctual.core.models import (
     MAX_RECENT_FIRINGS,
     ActiveJob,
+    Backfill,
+    BackfillState,
+    BufferedTick,
     ConcurrencyPolicy,
     Condition,
     CronScheduleSpec,
     CronScheduleStatus,
     FiringOutcome,
     InFlightClaim,
+    MissedRunPolicy,
     RecordedFiring,
     describe_error,
     dump_status,
     parse_status,
 )
 from punctual.core.naming import job_name
-from punctual.core.planning import TickPlan, plan_ticks, schedule_fingerprint
-from punctual.core.schedules import jitter_offset
+from punctual.core.planning import (
+    MAX_RUNS_REACHED,
+    TickPlan,
+    plan_ticks,
+    schedule_fingerprint,
+    tick_source,
+)
+from punctual.core.schedules import ScheduleError, jitter_offset, load_zone
+from punctual.core.stamping import Firing, FiringKind, clashes, describe_clashes
 from punctual.core.times import EPOCH, format_time, parse_time
+from punctual.core.triggers import TriggerError, TriggerRequest, parse_trigger, request_id
 
 # The annotation a user (or `punctual trigger`) sets on a CronSchedule to fire it now.
 # Its value is the request id: each distinct value fires once.
 TRIGGER_ANNOTATION: Final = "punctual.dev/trigger"
+# The annotation `punctual resume` sets to resume a schedule paused by pauseOnFailure;
+# each distinct value resumes once. Pausing and resuming never edit the spec.
+RESUME_ANNOTATION: Final = "punctual.dev/resume"
 # How soon to look again at a schedule whose claims are not yet seen as Jobs.
 IN_FLIGHT_RECHECK: Final = timedelta(seconds=2)
 
@@ -156,6 +173,8 @@ class Candidate:
     tick: datetime
     manual: bool = False
     request: str | None = None  # the trigger's request id, when it is still known
+    kind: FiringKind = FiringKind.SCHEDULED  # told to the workload (PUNCTUAL_FIRING)
+    trigger: TriggerRequest | None = None  # a manual trigger's request, when still known
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,6 +204,18 @@ class _Draft:
     firings: list[RecordedFiring] = field(default_factory=list)
     skips: list[str] = field(default_factory=list)  # metric label per concurrency skip
     events: list[EventNote] = field(default_factory=list)
+    buffered: list[BufferedTick] | None = None  # status.buffered after this decision
+    backfill: Backfill | None = None  # status.backfill after this decision
+
+
+@dataclass(frozen=True, slots=True)
+class _Hold:
+    """pauseOnFailure in this decision: the failure count, and whether firing is paused."""
+
+    failures: int | None  # failed Jobs in a row; None: pauseOnFailure is not set
+    failed: tuple[str, ...]  # the newest failed Jobs, for the message
+    paused: bool
+    resumed: str | None  # the resume request handled in this decision
 
 
 def decide(
@@ -193,6 +224,7 @@ def decide(
     *,
     now: datetime,
     leadership: Leadership,
+    freezes: Sequence[Freeze] = (),
 ) -> Decision:
     """Decide everything about one schedule at `now` (the API server's time).
 
@@ -213,18 +245,52 @@ def decide(
         return _invalid(schedule, describe_error(error), now=now, updates=keep)
     # 2. Plan the ticks on the API server's clock, from the cursor as it really is: a tick
     #    claimed ahead whose Job exists has fired, though the write saying so may wait.
+    #    Under maxRuns, such a tick counts as a run too.
+    ahead = _claimed_ahead(schedule)
+    hold = _hold(schedule, spec)
+    labels = (body.get("metadata") or {}).get("labels") or {}
+    frozen = tuple(f for f in freezes if f.selects(labels))
+    deferred = holding(frozen, now, FreezeAction.DEFER)
     plan = plan_ticks(
-        spec,
+        _effective(spec, schedule, frozen, paused=hold.paused or deferred is not None, now=now),
         uid=schedule.uid,
         created=schedule.created,
-        cursor=_fired_cursor(schedule, _claimed_ahead(schedule)),
+        cursor=_fired_cursor(schedule, ahead),
         fingerprint=old.schedule_fingerprint,
         now=now,
+        runs_left=None
+        if spec.max_runs is None
+        else spec.max_runs - (old.runs or 0) - len(_fired_ahead(schedule, ahead)),
     )
     if plan.invalid is not None:
         written = {"schedule_fingerprint": plan.fingerprint, "last_scheduled_time": plan.cursor}
         return _invalid(schedule, plan.invalid, now=now, updates=written)
-    return _decide_firings(body, schedule, spec, plan, now=now, leadership=leadership)
+    if deferred is not None:  # wake when the window ends, to run what it deferred
+        plan = replace(plan, next_wake=min(filter(None, [plan.next_wake, deferred[1]])))
+    return _decide_firings(body, schedule, spec, plan, hold, frozen, now=now, leadership=leadership)
+
+
+def _effective(
+    spec: CronScheduleSpec,
+    schedule: _Schedule,
+    frozen: Sequence[Freeze],
+    *,
+    paused: bool,
+    now: datetime,
+) -> CronScheduleSpec:
+    """The spec as planned now: suspended while paused or deferred by a freeze; right
+    after a Defer window, its ticks run as one RunLatest tick whatever their deadline."""
+    if paused:
+        return spec.model_copy(update={"suspend": True})
+    cursor = schedule.old.last_scheduled_time
+    if cursor is not None and ended_between(frozen, cursor, now, FreezeAction.DEFER):
+        return spec.model_copy(
+            update={
+                "missed_run_policy": MissedRunPolicy.RUN_LATEST,
+                "starting_deadline_seconds": None,
+            }
+        )
+    return spec
 
 
 def _decide_firings(
@@ -232,6 +298,8 @@ def _decide_firings(
     schedule: _Schedule,
     spec: CronScheduleSpec,
     plan: TickPlan,
+    hold: _Hold,
+    frozen: Sequence[Freeze],
     *,
     now: datetime,
     leadership: Leadership,
@@ -243,17 +311,28 @@ def _decide_firings(
     _record_fired_ahead(schedule, ahead, draft)
     in_flight, recovering = _recover_claims(schedule, ahead)  # 3.
     trigger = _manual_trigger(schedule, now, draft)
-    wanted = recovering + _due(schedule, plan, ahead, draft) + ([trigger] if trigger else [])
-    creates, replace = _apply_concurrency(  # 5.
-        spec.concurrency_policy,
-        wanted,
-        schedule.live,
-        draft,
-        recovering={c.job for c in in_flight},
-    )
+    _report_clashes(schedule, spec, draft)
+    due = _skip_frozen(_due(schedule, plan, ahead, draft), frozen, draft)
+    wanted = recovering + due + ([trigger] if trigger else [])
+    recovered = {c.job for c in in_flight}
+    overriding = _overriding(wanted, recovered)  # a trigger with its own policy
+    rest = [c for c in wanted if c not in overriding]
+    replace: list[JobToDelete] = []
+    if spec.concurrency_policy.buffers:  # 5.
+        creates = _apply_buffer(spec, schedule, rest, draft, recovering=recovered, now=now)
+    else:
+        _drop_buffer(schedule, spec, draft)
+        creates, replace = _apply_concurrency(
+            spec.concurrency_policy, rest, schedule.live, draft, recovering=recovered
+        )
+    creates, replace = _apply_overrides(overriding, creates, replace, schedule.live, draft)
+    fills, backfill_wake = _backfill(schedule, spec, creates, draft, now=now)
+    creates = [*creates, *fills]
     fresh = _claim(creates, in_flight, ahead, draft)
+    runs, plan = _count_runs(spec, old, plan, draft)
     _record_missed_and_skipped(plan, draft)  # 6.
-    _claim_next_tick(schedule, plan, in_flight, ahead, leadership.epoch)  # 7.
+    if plan.next_tick is None or holding(frozen, plan.next_tick) is None:
+        _claim_next_tick(schedule, plan, in_flight, ahead, leadership.epoch)  # 7.
     replaced = {j.name for j in replace}  # 8. history, never a Job whose tick is in flight
     prune = _prune(spec, schedule.ours, keep={c.job for c in in_flight} | replaced)
     # 9. Status: what happened, newest first, and what is running now.
@@ -264,10 +343,18 @@ def _decide_firings(
         creates=creates,
         in_flight=in_flight,
         replaced=replaced,
-        last_trigger=trigger.request if trigger is not None else old.last_trigger,
+        last_trigger=_handled_trigger(schedule),
         installation=leadership.installation,
         now=now,
+        runs=runs,
+        max_runs=spec.max_runs,
+        suspension=_suspension(spec, now),
     )
+    new = _with_hold(
+        new, hold, spec, schedule.name, now=now, generation=schedule.generation, draft=draft
+    )
+    new, fresh_until = _with_freshness(new, spec, schedule, now=now, draft=draft)
+    new = _with_frozen(new, frozen, now=now, generation=schedule.generation, draft=draft)
     new_status = dump_status(new)
     deferral = _deferral(schedule, plan, draft, new_status, in_flight, ahead, fresh, replace, prune)
     release, release_needs_status = _release(schedule)  # a held Job's claim: written first
@@ -285,8 +372,37 @@ def _decide_firings(
         missed=sum(f.count for f in plan.missed),
         skipped=_skip_counts(plan, draft),
         newly_failed=_newly_failed(old.recent_firings, history),
-        next_wake=_next_wake(plan, in_flight, now),  # 10.
+        next_wake=_next_wake(
+            plan, in_flight, now, _buffer_deadline(spec, draft), fresh_until, backfill_wake
+        ),
     )
+
+
+def _count_runs(
+    spec: CronScheduleSpec, old: CronScheduleStatus, plan: TickPlan, draft: _Draft
+) -> tuple[int | None, TickPlan]:
+    """Count the scheduled ticks fired in this decision under maxRuns (manual triggers do
+    not count), and finish the plan when none is left: no next tick, none claimed ahead.
+
+    `status.runs` counts a tick in the write that moves the cursor over it fired, which
+    is the write that claims it (or, for a tick claimed ahead, the claim ahead is
+    written first and counted from its Job once seen), so no leader, new or old, can
+    fire more than maxRuns: a claim ahead is made only while a run is left.
+    """
+    if spec.max_runs is None:
+        return None, plan
+    fired = sum(
+        1
+        for f in draft.firings
+        if f.outcome is FiringOutcome.CREATED and not f.manual and not f.backfill
+    )
+    runs = (old.runs or 0) + fired
+    left = spec.max_runs - runs
+    if left <= 0:
+        return runs, replace(
+            plan, next_tick=None, next_wake=None, upcoming=(), finished=MAX_RUNS_REACHED
+        )
+    return runs, replace(plan, upcoming=plan.upcoming[:left])
 
 
 def _release(schedule: _Schedule) -> tuple[list[JobToRelease], bool]:
@@ -345,7 +461,9 @@ def _claimed_ahead(schedule: _Schedule) -> dict[str, InFlightClaim]:
     return {
         c.job: c
         for c in schedule.old.in_flight
-        if c.job == job_name(schedule.name, c.tick) and (cursor is None or c.tick > cursor)
+        if c.job == job_name(schedule.name, c.tick)
+        and not c.backfill
+        and (cursor is None or c.tick > cursor)
     }
 
 
@@ -393,7 +511,10 @@ def _recover_claims(
         request = schedule.old.last_trigger if manual else None
         if request is not None and claim.job != manual_job_name(schedule.name, request):
             request = None  # an older manual claim: its request id is no longer known
-        recovering.append(Candidate(claim.job, claim.tick, manual, request))
+        kind = FiringKind.MANUAL if manual else FiringKind.SCHEDULED
+        kind = FiringKind.BACKFILL if claim.backfill else kind
+        asked = _asked(schedule, request)
+        recovering.append(Candidate(claim.job, claim.tick, manual, request, kind, asked))
     return in_flight, recovering
 
 
@@ -416,12 +537,64 @@ def _due(
 
 
 def _manual_trigger(schedule: _Schedule, now: datetime, draft: _Draft) -> Candidate | None:
-    """A trigger annotation with a request id not seen before fires once, now."""
-    request = schedule.annotations.get(TRIGGER_ANNOTATION)
-    if not request or request == schedule.old.last_trigger:
+    """A trigger annotation with a request id not seen before fires once, now (see
+    `triggers` for its two spellings). One that cannot be honoured is reported once."""
+    value = schedule.annotations.get(TRIGGER_ANNOTATION)
+    last = schedule.old.last_trigger
+    if not value or last in (value, request_id(value)):  # the raw value: an older operator's
         return None
-    draft.events.append(EventNote("Normal", "Triggered", f"Manual trigger {request!r}"))
-    return Candidate(manual_job_name(schedule.name, request), now, True, request)
+    try:
+        asked = parse_trigger(value)
+    except TriggerError as error:
+        draft.events.append(EventNote("Warning", "InvalidTrigger", str(error)))
+        return None
+    draft.events.append(EventNote("Normal", "Triggered", f"Manual trigger {asked.describe()}"))
+    name = manual_job_name(schedule.name, asked.request)
+    return Candidate(name, now, True, asked.request, FiringKind.MANUAL, asked)
+
+
+def _handled_trigger(schedule: _Schedule) -> str | None:
+    """status.lastTrigger: the request id of the trigger annotation, handled in this
+    decision or before (fired, skipped, or refused as unreadable)."""
+    value = schedule.annotations.get(TRIGGER_ANNOTATION)
+    return request_id(value) if value else schedule.old.last_trigger
+
+
+def _asked(schedule: _Schedule, request: str | None) -> TriggerRequest | None:
+    """The request `request` as the annotation still spells it, if it still does."""
+    value = schedule.annotations.get(TRIGGER_ANNOTATION)
+    if request is None or not value:
+        return None
+    try:
+        asked = parse_trigger(value)
+    except TriggerError:
+        return None
+    return asked if asked.request == request else None
+
+
+def _trigger_fields(candidate: Candidate) -> dict[str, Any]:
+    """What a manual firing records of its request in status.recentFirings."""
+    asked = candidate.trigger
+    if asked is None:
+        return {}
+    return {
+        "triggered_by": asked.triggered_by,
+        "trigger_reason": asked.trigger_reason,
+        "concurrency_policy": asked.concurrency_policy,
+    }
+
+
+def _report_clashes(schedule: _Schedule, spec: CronScheduleSpec, draft: _Draft) -> None:
+    """A jobTemplate that sets one of Punctual's variables itself keeps its value, and
+    says so in one Warning Event per generation of the schedule: in the decision that
+    first writes that generation as status.observedGeneration. That write is fenced,
+    so the Event is posted once across leaders and restarts, at no write of its own;
+    an edit reports it again, while Events expire (an hour, by default)."""
+    if schedule.old.observed_generation == schedule.generation:
+        return
+    found = clashes(spec.job_template)
+    if found:
+        draft.events.append(EventNote("Warning", "EnvironmentClash", describe_clashes(found)))
 
 
 def _claim(
@@ -437,8 +610,12 @@ def _claim(
         if candidate.job in recovered:
             continue
         claim = ahead.get(candidate.job)
+        backfill = True if candidate.kind is FiringKind.BACKFILL else None
         in_flight.append(
-            claim or InFlightClaim(tick=candidate.tick, job=candidate.job, epoch=draft.epoch)
+            claim
+            or InFlightClaim(
+                tick=candidate.tick, job=candidate.job, epoch=draft.epoch, backfill=backfill
+            )
         )
         draft.firings.append(
             RecordedFiring(
@@ -447,6 +624,8 @@ def _claim(
                 outcome=FiringOutcome.CREATED,
                 epoch=draft.epoch,
                 manual=candidate.manual,
+                backfill=backfill,
+                **_trigger_fields(candidate),
             )
         )
     return [c.job for c in creates if c.job not in recovered and c.job not in ahead]
@@ -509,6 +688,9 @@ def _new_status(
     last_trigger: str | None,
     installation: str | None,
     now: datetime,
+    runs: int | None,
+    max_runs: int | None,
+    suspension: tuple[str, str] | None,
 ) -> tuple[CronScheduleStatus, list[RecordedFiring]]:
     """9. The new status, and the old firings with their outcomes brought up to date."""
     old, ours = schedule.old, schedule.ours
@@ -530,6 +712,9 @@ def _new_status(
         update={
             "last_scheduled_time": plan.cursor,
             "next_schedule_time": plan.next_tick,
+            "upcoming_ticks": list(plan.upcoming) or None,
+            "runs": runs,
+            "runs_remaining": None if runs is None or max_runs is None else max(max_runs - runs, 0),
             "last_successful_time": last_success,
             "schedule_fingerprint": plan.fingerprint,
             "active": active,
@@ -537,13 +722,16 @@ def _new_status(
             "in_flight": sorted(in_flight, key=lambda c: c.tick),
             "recent_firings": recent[:MAX_RECENT_FIRINGS],
             "last_trigger": last_trigger,
+            "buffered": draft.buffered or None,
+            "backfill": draft.backfill or old.backfill,
             "installation": installation or old.installation,
             "observed_generation": schedule.generation,
         }
     )
     new = _with_conditions(
-        new, now=now, generation=schedule.generation, suspended=plan.suspended, draft=draft
+        new, now=now, generation=schedule.generation, suspension=suspension, draft=draft
     )
+    new = _with_finished(new, plan, now=now, generation=schedule.generation, draft=draft)
     return new, history
 
 
@@ -592,6 +780,7 @@ def _job_to_create(
     now: datetime,
 ) -> JobToCreate:
     tick = candidate.tick
+    asked = candidate.trigger
     return JobToCreate(
         name=candidate.job,
         tick=tick,
@@ -605,19 +794,52 @@ def _job_to_create(
             leader=leadership.identity,
             trigger=candidate.request,
             installation=leadership.installation,
+            firing=_firing(body, candidate, spec, leadership, uid=uid),
+            triggered_by=None if asked is None else asked.triggered_by,
+            trigger_reason=None if asked is None else asked.trigger_reason,
             shard=leadership.shard,
         ),
     )
 
 
+def _firing(
+    body: Mapping[str, Any],
+    candidate: Candidate,
+    spec: CronScheduleSpec,
+    leadership: Leadership,
+    *,
+    uid: str,
+) -> Firing:
+    """What the Job's containers are told (see `stamping`): the previous tick is the
+    newest of the schedule's combined ticks before this firing's."""
+    try:
+        zone = load_zone(spec.time_zone)
+        previous = tick_source(spec, uid=uid).prev_tick(candidate.tick - _BEFORE)
+    except ScheduleError:  # the plan would have refused it; never fire on a guess
+        zone, previous = load_zone("UTC"), None
+    return Firing(
+        tick=candidate.tick,
+        previous_tick=previous,
+        zone=zone,
+        schedule=str(body["metadata"]["name"]),
+        namespace=str(body["metadata"]["namespace"]),
+        kind=candidate.kind,
+        epoch=leadership.epoch,
+    )
+
+
+_BEFORE: Final = timedelta(microseconds=1)
+
+
 def _next_wake(
-    plan: TickPlan, in_flight: Sequence[InFlightClaim], now: datetime
+    plan: TickPlan, in_flight: Sequence[InFlightClaim], now: datetime, *deadlines: datetime | None
 ) -> datetime | None:
-    """10. The next fire instant, or soon if claims are unresolved."""
-    if not any(c.tick <= now for c in in_flight):
-        return plan.next_wake
-    recheck = now + IN_FLIGHT_RECHECK
-    return recheck if plan.next_wake is None else min(plan.next_wake, recheck)
+    """10. The next fire instant, or soon if claims are unresolved, or the next deadline
+    (a buffered tick's, the freshness objective's)."""
+    wakes = [w for w in (plan.next_wake, *deadlines) if w is not None]
+    if any(c.tick <= now for c in in_flight):
+        wakes.append(now + IN_FLIGHT_RECHECK)
+    return min(wakes, default=None)
 
 
 def _raw_fingerprint(raw: Mapping[str, Any]) -> str:
@@ -639,11 +861,18 @@ def _raw_fingerprint(raw: Mapping[str, Any]) -> str:
 
 
 # Status fields that only follow the Jobs: safe to write late, never needed to fence.
-_BOOKKEEPING = ("active", "activeCount", "inFlight", "recentFirings", "lastSuccessfulTime")
+_BOOKKEEPING = (
+    "active",
+    "activeCount",
+    "inFlight",
+    "recentFirings",
+    "lastSuccessfulTime",
+    "lastSuccessfulTick",
+)
 
 
 # The cursor's fields, bookkeeping only when it moves over ticks claimed ahead.
-_CURSOR = ("lastScheduledTime", "nextScheduleTime")
+_CURSOR = ("lastScheduledTime", "nextScheduleTime", "upcomingTicks", "runs", "runsRemaining")
 
 
 def _beyond(status: Mapping[str, Any], bookkeeping: tuple[str, ...]) -> dict[str, Any]:
@@ -696,6 +925,374 @@ def _apply_concurrency(
     return [*finishing, newest], replace
 
 
+def _apply_buffer(
+    spec: CronScheduleSpec,
+    schedule: _Schedule,
+    wanted: list[Candidate],
+    draft: _Draft,
+    *,
+    recovering: set[str],
+    now: datetime,
+) -> list[Candidate]:
+    """5. BufferOne and BufferAll: one Job at a time; due ticks wait in status.buffered.
+
+    The buffer (oldest first) is the written one plus this decision's new candidates. A
+    buffered tick past startingDeadlineSeconds is missed. When nothing runs, the oldest
+    fires, under its own tick's Job name (so it is still exactly once); the others wait,
+    at most one under BufferOne (the first: later ones are skipped) and maxBuffered under
+    BufferAll (the oldest kept, newer ones skipped). The buffer is written in the same
+    status write that claims what fires from it, so a failover keeps it.
+    """
+    finishing = [c for c in wanted if c.job in recovering]
+    queue = [
+        Candidate(b.job, b.tick, b.manual)
+        for b in schedule.old.buffered or []
+        if b.job not in {c.job for c in wanted}
+    ] + [c for c in wanted if c.job not in recovering]
+    waiting: list[Candidate] = []
+    deadline = spec.starting_deadline_seconds
+    for candidate in queue:
+        if candidate.job in schedule.by_name:  # fired already (a claim made ahead)
+            continue
+        late = deadline is not None and now - candidate.tick > timedelta(seconds=deadline)
+        if late and not candidate.manual:
+            draft.firings.append(
+                RecordedFiring(
+                    tick=candidate.tick,
+                    outcome=FiringOutcome.MISSED,
+                    epoch=draft.epoch,
+                    reason=f"buffered past startingDeadlineSeconds {deadline}",
+                )
+            )
+            draft.events.append(
+                EventNote(
+                    "Warning",
+                    "Missed",
+                    f"Buffered tick {format_time(candidate.tick)} passed its deadline",
+                )
+            )
+            continue
+        waiting.append(candidate)
+    running = bool(schedule.live or finishing)
+    chosen = [] if running or not waiting else waiting[:1]
+    room = 1 if spec.concurrency_policy is ConcurrencyPolicy.BUFFER_ONE else spec.max_buffered
+    kept = waiting[len(chosen) : len(chosen) + room]
+    old_buffer = {b.job for b in schedule.old.buffered or []}
+    for candidate in waiting[len(chosen) + room :]:
+        why = (
+            f"concurrencyPolicy BufferOne: tick {format_time(kept[0].tick)} is already buffered"
+            if spec.concurrency_policy is ConcurrencyPolicy.BUFFER_ONE
+            else f"concurrencyPolicy BufferAll: the buffer is full (maxBuffered {room})"
+        )
+        _record_skip(draft, candidate, why)
+    for candidate in kept:
+        if candidate.job not in old_buffer:
+            draft.events.append(
+                EventNote(
+                    "Normal",
+                    "Buffered",
+                    f"Tick {format_time(candidate.tick)} waits for the running Job to finish",
+                )
+            )
+    draft.buffered = [BufferedTick(tick=c.tick, job=c.job, manual=c.manual) for c in kept]
+    return finishing + chosen
+
+
+def _drop_buffer(schedule: _Schedule, spec: CronScheduleSpec, draft: _Draft) -> None:
+    """Ticks still buffered when the policy stops buffering are skipped, and said so."""
+    for entry in schedule.old.buffered or []:
+        if entry.job not in schedule.by_name:
+            candidate = Candidate(entry.job, entry.tick, entry.manual)
+            _record_skip(draft, candidate, f"concurrencyPolicy {spec.concurrency_policy.value}: "
+                         "no longer buffered")  # fmt: skip
+
+
+def _buffer_deadline(spec: CronScheduleSpec, draft: _Draft) -> datetime | None:
+    """When the oldest buffered scheduled tick would pass startingDeadlineSeconds."""
+    deadline = spec.starting_deadline_seconds
+    ticks = [b.tick for b in draft.buffered or [] if not b.manual]
+    if deadline is None or not ticks:
+        return None
+    return min(ticks) + timedelta(seconds=deadline, microseconds=1)
+
+
+def _hold(schedule: _Schedule, spec: CronScheduleSpec) -> _Hold:
+    """pauseOnFailure: count the failed Jobs in a row (scheduled, manual and backfill
+    alike, in tick order; a success resets the count) and decide whether firing is
+    paused. A pause ends only by a resume request (`punctual resume`) or by removing
+    pauseOnFailure from the spec: never by itself."""
+    old = schedule.old
+    request = schedule.annotations.get(RESUME_ANNOTATION)
+    resumed = request if request and request != old.last_resume else None
+    if spec.pause_on_failure is None:
+        return _Hold(failures=None, failed=(), paused=False, resumed=resumed)
+    # Each finished Job is counted once: when status does not yet record its outcome.
+    # Older than everything status still records (a full recentFirings), it was counted.
+    final = (FiringOutcome.FAILED, FiringOutcome.SUCCEEDED, FiringOutcome.REPLACED)
+    recorded = {f.job: f.outcome for f in old.recent_firings if f.job is not None}
+    full = len(old.recent_firings) >= MAX_RECENT_FIRINGS
+    oldest = min((f.tick for f in old.recent_firings), default=None)
+    count = old.consecutive_failures or 0
+    failed: list[str] = []
+    for firing in sorted(old.recent_firings, key=lambda f: f.tick):
+        if firing.outcome is FiringOutcome.SUCCEEDED:
+            failed = []
+        elif firing.outcome is FiringOutcome.FAILED and firing.job is not None:
+            failed.append(firing.job)
+    for job in sorted((j for j in schedule.ours if j.state is not JobState.ACTIVE),
+                      key=lambda j: (j.tick or EPOCH, j.name)):  # fmt: skip
+        if recorded.get(job.name) in final:
+            continue
+        if full and oldest is not None and (job.tick is None or job.tick < oldest):
+            continue
+        if job.state is JobState.FAILED:
+            count += 1
+            failed.append(job.name)
+        else:
+            count = 0
+            failed = []
+    if resumed is not None:
+        count = 0
+    was_paused = any(c.type == "Paused" and c.status == "True" for c in old.conditions)
+    paused = resumed is None and (was_paused or count >= spec.pause_on_failure.consecutive_failures)
+    newest = tuple(reversed(failed))[: spec.pause_on_failure.consecutive_failures]
+    return _Hold(failures=count, failed=newest, paused=paused, resumed=resumed)
+
+
+def _with_hold(
+    status: CronScheduleStatus,
+    hold: _Hold,
+    spec: CronScheduleSpec,
+    name: str,
+    *,
+    now: datetime,
+    generation: int,
+    draft: _Draft,
+) -> CronScheduleStatus:
+    """The Paused condition, the failure count and the last resume request handled."""
+    conditions = list(status.conditions)
+    updates: dict[str, Any] = {"consecutive_failures": hold.failures}
+    if hold.resumed is not None:
+        updates["last_resume"] = hold.resumed
+    had = any(c.type == "Paused" for c in conditions)
+    if spec.pause_on_failure is None and not had:
+        return status.model_copy(update=updates)
+    if hold.paused:
+        jobs = ", ".join(hold.failed)
+        message = (
+            f"{hold.failures} Jobs failed in a row ({jobs}); "
+            f"`punctual resume {name}` resumes firing"
+        )
+        if _set_condition(
+            conditions,
+            kind="Paused",
+            status="True",
+            reason="ConsecutiveFailures",
+            message=message,
+            now=now,
+            generation=generation,
+        ):
+            draft.events.append(EventNote("Warning", "Paused", f"Firing paused: {message}"))
+        _set_condition(
+            conditions,
+            kind="Ready",
+            status="False",
+            reason="Paused",
+            message=message,
+            now=now,
+            generation=generation,
+        )
+    else:
+        before = next((c.reason for c in conditions if c.type == "Paused"), None)
+        reason = "Resumed" if hold.resumed is not None or before == "Resumed" else "Firing"
+        if (
+            _set_condition(
+                conditions,
+                kind="Paused",
+                status="False",
+                reason=reason,
+                message="",
+                now=now,
+                generation=generation,
+            )
+            and had
+        ):
+            draft.events.append(EventNote("Normal", "Resumed", "Firing resumed after a pause"))
+    return status.model_copy(update={**updates, "conditions": conditions})
+
+
+def _with_freshness(
+    status: CronScheduleStatus,
+    spec: CronScheduleSpec,
+    schedule: _Schedule,
+    *,
+    now: datetime,
+    draft: _Draft,
+) -> tuple[CronScheduleStatus, datetime | None]:
+    """successDeadlineSeconds: Stale when the first tick after the newest successful Job's
+    tick (or after creation) is older than the deadline with no Job of it, or of a later
+    tick, succeeded. Returns the status and when it would turn Stale (to wake then)."""
+    conditions = [c for c in status.conditions if c.type != "Stale"]
+    deadline = spec.success_deadline_seconds
+    if deadline is None:
+        return status.model_copy(
+            update={"conditions": conditions, "last_successful_tick": None}
+        ), None
+    succeeded = [j.tick for j in schedule.ours if j.state is JobState.SUCCEEDED and j.tick]
+    last = max([*succeeded, *filter(None, [schedule.old.last_successful_tick])], default=None)
+    try:
+        first = tick_source(spec, uid=schedule.uid).next_tick(last or schedule.created)
+    except ScheduleError:
+        first = None
+    due = first + timedelta(seconds=deadline) if first is not None else None
+    conditions = list(status.conditions)
+    if due is not None and now >= due:
+        assert first is not None
+        message = (
+            f"no Job of tick {format_time(first)} or later has succeeded within "
+            f"successDeadlineSeconds {deadline} (by {format_time(due)})"
+        )
+        if _set_condition(
+            conditions, kind="Stale", status="True", reason="NoSuccess", message=message,
+            now=now, generation=schedule.generation,
+        ):  # fmt: skip
+            draft.events.append(EventNote("Warning", "Stale", message))
+        wake = None
+    else:
+        _set_condition(
+            conditions, kind="Stale", status="False", reason="Fresh", message="",
+            now=now, generation=schedule.generation,
+        )  # fmt: skip
+        wake = due
+    return status.model_copy(update={"conditions": conditions, "last_successful_tick": last}), wake
+
+
+def _backfill(
+    schedule: _Schedule,
+    spec: CronScheduleSpec,
+    creates: Sequence[Candidate],
+    draft: _Draft,
+    *,
+    now: datetime,
+) -> tuple[list[Candidate], datetime | None]:
+    """The next batch of a backfill (see `backfilling`): a new request starts, a cancel
+    stops, a running one advances. Ticks already done are never created again."""
+    old = schedule.old.backfill
+    value = schedule.annotations.get(BACKFILL_ANNOTATION)
+    try:
+        source = tick_source(spec, uid=schedule.uid)
+    except ScheduleError:
+        return [], None
+    current = old
+    if value:
+        started = begin(value, old, source, now)
+        if started is not None:
+            current = started.backfill
+            if started.note:
+                kind: EventType = "Warning" if current.state is BackfillState.INVALID else "Normal"
+                draft.events.append(EventNote(kind, "Backfill", started.note))
+    if current is None:
+        return [], None
+    recorded = {f.job for f in schedule.old.recent_firings if f.job is not None}
+    recorded |= {c.job for c in schedule.old.in_flight} | {c.job for c in creates}
+
+    def already(tick: datetime) -> bool:
+        name = job_name(schedule.name, tick)
+        return name in schedule.by_name or name in recorded or covers(old, tick)
+
+    running = len(schedule.live) + len(creates)
+    step = advance(current, source, already=already, running=running, now=now)
+    if step.note:
+        draft.events.append(EventNote("Normal", "Backfill", step.note))
+    draft.backfill = step.backfill
+    fills = [
+        Candidate(job_name(schedule.name, tick), tick, kind=FiringKind.BACKFILL)
+        for tick in step.ticks
+    ]
+    return fills, step.wake
+
+
+def _skip_frozen(due: list[Candidate], frozen: Sequence[Freeze], draft: _Draft) -> list[Candidate]:
+    """Due ticks inside a Skip freeze window are skipped, the window named as the reason."""
+    kept = []
+    for candidate in due:
+        held = holding(frozen, candidate.tick, FreezeAction.SKIP)
+        if held is None:
+            kept.append(candidate)
+        else:
+            freeze, until = held
+            reason = f"FreezeWindow {freeze.name}: Skip until {format_time(until)}"
+            _record_skip(draft, candidate, reason)
+    return kept
+
+
+def _with_frozen(
+    status: CronScheduleStatus,
+    frozen: Sequence[Freeze],
+    *,
+    now: datetime,
+    generation: int,
+    draft: _Draft,
+) -> CronScheduleStatus:
+    """The Frozen condition: True while a FreezeWindow holds the schedule, naming it."""
+    conditions = list(status.conditions)
+    had = any(c.type == "Frozen" for c in conditions)
+    held = holding(frozen, now)
+    if held is None and not had:
+        return status
+    if held is not None:
+        freeze, until = held
+        verb = "skips" if freeze.action is FreezeAction.SKIP else "defers"
+        message = f"FreezeWindow {freeze.name} {verb} ticks until {format_time(until)}"
+        if _set_condition(
+            conditions, kind="Frozen", status="True", reason=freeze.action.value,
+            message=message, now=now, generation=generation,
+        ):  # fmt: skip
+            draft.events.append(EventNote("Normal", "Frozen", message))
+    elif _set_condition(
+        conditions, kind="Frozen", status="False", reason="NoFreeze", message="",
+        now=now, generation=generation,
+    ):  # fmt: skip
+        draft.events.append(EventNote("Normal", "Thawed", "No FreezeWindow holds it any more"))
+    return status.model_copy(update={"conditions": conditions})
+
+
+def _overriding(wanted: list[Candidate], recovering: set[str]) -> list[Candidate]:
+    """Manual triggers that asked for their own concurrencyPolicy (not being recovered)."""
+    return [
+        c
+        for c in wanted
+        if c.trigger is not None
+        and c.trigger.concurrency_policy is not None
+        and c.job not in recovering
+    ]
+
+
+def _apply_overrides(
+    overriding: list[Candidate],
+    creates: list[Candidate],
+    replace: list[JobToDelete],
+    live: list[JobSnapshot],
+    draft: _Draft,
+) -> tuple[list[Candidate], list[JobToDelete]]:
+    """5. A manual trigger that asked for its own concurrencyPolicy is decided after the
+    others, under its policy, against the Jobs still running and those this decision
+    creates."""
+    for candidate in overriding:
+        assert candidate.trigger is not None and candidate.trigger.concurrency_policy is not None
+        going = {j.name for j in replace}
+        running = [j for j in live if j.name not in going]
+        creates, more = _apply_concurrency(
+            candidate.trigger.concurrency_policy,
+            [*creates, candidate],
+            running,
+            draft,
+            recovering={c.job for c in creates},
+        )
+        replace = [*replace, *more]
+    return creates, replace
+
+
 def _record_skip(draft: _Draft, candidate: Candidate, reason: str) -> None:
     draft.skips.append(reason.split(":", 1)[0].replace(" ", "="))  # concurrencyPolicy=Forbid
     draft.firings.append(
@@ -705,6 +1302,7 @@ def _record_skip(draft: _Draft, candidate: Candidate, reason: str) -> None:
             epoch=draft.epoch,
             reason=reason,
             manual=candidate.manual,
+            **_trigger_fields(candidate),
         )
     )
     draft.events.append(
@@ -788,8 +1386,72 @@ def _set_condition(
     return True
 
 
+def _with_finished(
+    status: CronScheduleStatus, plan: TickPlan, *, now: datetime, generation: int, draft: _Draft
+) -> CronScheduleStatus:
+    """The Finished condition, for a schedule with endTime or maxRuns (or that had one):
+    True once no tick is left (EndTimeReached, MaxRunsReached), with one Event; Ready
+    turns False then. An edit that leaves ticks again (a later endTime, a higher maxRuns)
+    turns it False."""
+    conditions = list(status.conditions)
+    had = any(c.type == "Finished" for c in conditions)
+    if not (plan.limited or had):
+        return status
+    reason = plan.finished
+    if reason is None:
+        _set_condition(
+            conditions,
+            kind="Finished",
+            status="False",
+            reason="TicksLeft",
+            message="",
+            now=now,
+            generation=generation,
+        )
+        return status.model_copy(update={"conditions": conditions})
+    message = (
+        "spec.maxRuns scheduled runs have fired"
+        if reason == MAX_RUNS_REACHED
+        else "no tick is left before spec.endTime"
+    )
+    if _set_condition(
+        conditions,
+        kind="Finished",
+        status="True",
+        reason=reason,
+        message=message,
+        now=now,
+        generation=generation,
+    ):
+        draft.events.append(EventNote("Normal", "Finished", f"Finished: {message}"))
+    _set_condition(
+        conditions,
+        kind="Ready",
+        status="False",
+        reason="Finished",
+        message=message,
+        now=now,
+        generation=generation,
+    )
+    return status.model_copy(update={"conditions": conditions})
+
+
+def _suspension(spec: CronScheduleSpec, now: datetime) -> tuple[str, str] | None:
+    """Why the user suspended firing (reason, message), or None."""
+    if spec.suspend:
+        return "Suspended", "spec.suspend is true: no tick fires"
+    if spec.suspend_until is not None and now < spec.suspend_until:
+        return "SuspendedUntil", f"no tick fires before {format_time(spec.suspend_until)}"
+    return None
+
+
 def _with_conditions(
-    status: CronScheduleStatus, *, now: datetime, generation: int, suspended: bool, draft: _Draft
+    status: CronScheduleStatus,
+    *,
+    now: datetime,
+    generation: int,
+    suspension: tuple[str, str] | None,
+    draft: _Draft,
 ) -> CronScheduleStatus:
     conditions = list(status.conditions)
     _set_condition(
@@ -801,8 +1463,9 @@ def _with_conditions(
         now=now,
         generation=generation,
     )
-    if suspended:
-        ready_reason, ready_message = "Suspended", "spec.suspend is true: no tick fires"
+    suspended = suspension is not None
+    if suspension is not None:
+        ready_reason, ready_message = suspension
     else:
         nxt = status.next_schedule_time
         ready_reason = "Scheduled"
@@ -812,8 +1475,8 @@ def _with_conditions(
         conditions,
         kind="Suspended",
         status="True" if suspended else "False",
-        reason="Suspended" if suspended else "Active",
-        message="",
+        reason=suspension[0] if suspension is not None else "Active",
+        message=suspension[1] if suspension is not None else "",
         now=now,
         generation=generation,
     ) and (suspended or was_suspended):  # a new schedule was never suspended: no "Resumed"
@@ -870,6 +1533,7 @@ def _invalid(
             "conditions": conditions,
             "observed_generation": generation,
             "next_schedule_time": None,
+            "upcoming_ticks": None,
         }
     )
     events = (EventNote("Warning", "InvalidSpec", reason),) if became_invalid else ()

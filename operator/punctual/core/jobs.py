@@ -25,6 +25,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Final
 
+from punctual.core.stamping import ANNOTATIONS, ENV_FIRING, Firing, stamp
 from punctual.core.times import format_time, maybe_time
 
 GROUP: Final = "punctual.dev"
@@ -34,6 +35,10 @@ ANNOTATION_TICK: Final = f"{GROUP}/tick"
 ANNOTATION_EPOCH: Final = f"{GROUP}/epoch"
 ANNOTATION_LEADER: Final = f"{GROUP}/leader"
 ANNOTATION_TRIGGER: Final = f"{GROUP}/trigger"  # on a Job: the manual request it answers
+# On a manual Job: who asked (as `punctual trigger` saw it) and why.
+ANNOTATION_TRIGGERED_BY: Final = f"{GROUP}/triggered-by"
+ANNOTATION_TRIGGER_REASON: Final = f"{GROUP}/trigger-reason"
+ANNOTATION_FIRING: Final = ANNOTATIONS[ENV_FIRING]  # scheduled, manual (stamping.FiringKind)
 # Holds a Job until its firing is recorded in the written status (see the module docstring).
 FINALIZER: Final = f"{GROUP}/record-firing"
 # Which installation created a Job: its fencing binding admits only its own Jobs.
@@ -120,9 +125,13 @@ def build_job(
     leader: str,
     trigger: str | None = None,
     installation: str | None = None,
+    firing: Firing | None = None,
+    triggered_by: str | None = None,
+    trigger_reason: str | None = None,
     shard: str | None = None,
 ) -> dict[str, Any]:
-    """The Job for one firing: the template, plus Punctual's labels, annotations and owner."""
+    """The Job for one firing: the template, plus Punctual's labels, annotations and owner;
+    with `firing`, its pod template is told the firing's facts (see `stamping`)."""
     meta = schedule["metadata"]
     # A copy that shares nothing with the schedule. copy.deepcopy was 4% of a herd's
     # busy samples; through the json module's C code the same copy takes 15 us, not 19.
@@ -144,6 +153,15 @@ def build_job(
     )
     if trigger is not None:
         annotations[ANNOTATION_TRIGGER] = trigger
+    if triggered_by is not None:
+        annotations[ANNOTATION_TRIGGERED_BY] = triggered_by
+    if trigger_reason is not None:
+        annotations[ANNOTATION_TRIGGER_REASON] = trigger_reason
+    spec = template.get("spec") or {}
+    if firing is not None:
+        annotations[ANNOTATION_FIRING] = firing.kind.value
+        if isinstance(spec, dict) and isinstance(spec.get("template"), dict):
+            spec = {**spec, "template": stamp(spec["template"], firing)}
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -164,7 +182,7 @@ def build_job(
                 }
             ],
         },
-        "spec": template.get("spec") or {},
+        "spec": spec,
     }
 
 

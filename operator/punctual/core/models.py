@@ -13,7 +13,7 @@ about ticks (that is `planning`). Times are aware UTC datetimes in Python and RF
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import date, datetime
 from enum import StrEnum
 from typing import Annotated, Any, Final, Literal
 
@@ -32,6 +32,14 @@ from punctual.core.times import as_utc, format_time
 
 # How many entries status.recentFirings keeps, newest first.
 MAX_RECENT_FIRINGS: Final = 20
+# How many ticks status.upcomingTicks lists, oldest first.
+MAX_UPCOMING_TICKS: Final = 5
+# How many ticks status.buffered may hold under BufferAll, at most (spec.maxBuffered).
+MAX_BUFFERED: Final = 100
+# Bounds of the lists of a spec (the CRD says the same).
+MAX_SCHEDULES: Final = 20
+MAX_EXCLUSIONS: Final = 50
+MAX_DATES: Final = 400
 
 
 class MissedRunPolicy(StrEnum):
@@ -48,6 +56,12 @@ class ConcurrencyPolicy(StrEnum):
     ALLOW = "Allow"
     FORBID = "Forbid"
     REPLACE = "Replace"
+    BUFFER_ONE = "BufferOne"  # keep one due tick (the first) until the running Job ends
+    BUFFER_ALL = "BufferAll"  # keep every due tick, oldest first, up to spec.maxBuffered
+
+    @property
+    def buffers(self) -> bool:
+        return self in (ConcurrencyPolicy.BUFFER_ONE, ConcurrencyPolicy.BUFFER_ALL)
 
 
 class FiringOutcome(StrEnum):
@@ -77,17 +91,68 @@ class _ApiModel(BaseModel):
     )
 
 
+class PauseOnFailure(_ApiModel):
+    """spec.pauseOnFailure: pause after this many failed Jobs in a row."""
+
+    consecutive_failures: int = Field(ge=1, le=MAX_RECENT_FIRINGS)
+
+
+class ScheduleEntry(_ApiModel):
+    """One entry of spec.schedules: a cron expression, or an interval with an offset."""
+
+    cron: str | None = Field(default=None, min_length=1, max_length=256)
+    every: str | None = Field(default=None, min_length=1, max_length=32)
+    offset: str | None = Field(default=None, min_length=1, max_length=32)
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> ScheduleEntry:
+        if (self.cron is None) == (self.every is None):
+            raise ValueError("set exactly one of cron and every")
+        if self.offset is not None and self.every is None:
+            raise ValueError("offset needs every")
+        return self
+
+
+class Exclusion(_ApiModel):
+    """One entry of spec.exclude: a cron expression, whole local dates, or a range."""
+
+    cron: str | None = Field(default=None, min_length=1, max_length=256)
+    dates: tuple[date, ...] | None = Field(default=None, min_length=1, max_length=MAX_DATES)
+    start: UtcTime | None = Field(default=None, alias="from")
+    to: UtcTime | None = None
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> Exclusion:
+        kinds = (self.cron is not None) + (self.dates is not None) + (self.start is not None)
+        if kinds != 1 or (self.start is None) != (self.to is None):
+            raise ValueError("set exactly one of cron, dates, and from with to")
+        if self.start is not None and self.to is not None and self.start >= self.to:
+            raise ValueError("from must be before to")
+        return self
+
+
 class CronScheduleSpec(_ApiModel):
-    """spec of a CronSchedule. Exactly one of `schedule` and `run_at` is set."""
+    """spec of a CronSchedule. Exactly one of `schedule`, `schedules` and `run_at` is set."""
 
     schedule: str | None = Field(default=None, min_length=1, max_length=256)
+    schedules: list[ScheduleEntry] | None = Field(
+        default=None, min_length=1, max_length=MAX_SCHEDULES
+    )
     run_at: UtcTime | None = None
+    exclude: list[Exclusion] = Field(default_factory=list, max_length=MAX_EXCLUSIONS)
+    start_time: UtcTime | None = None
+    end_time: UtcTime | None = None
+    max_runs: int | None = Field(default=None, ge=1, le=1_000_000_000)
     time_zone: str = Field(default="UTC", min_length=1, max_length=64)
     starting_deadline_seconds: int | None = Field(default=None, ge=0, le=31_622_400)
     missed_run_policy: MissedRunPolicy = MissedRunPolicy.RUN_LATEST
     max_missed_runs: int = Field(default=10, ge=1, le=1000)
     concurrency_policy: ConcurrencyPolicy = ConcurrencyPolicy.ALLOW
+    max_buffered: int = Field(default=10, ge=1, le=MAX_BUFFERED)
     suspend: bool = False
+    suspend_until: UtcTime | None = None
+    pause_on_failure: PauseOnFailure | None = None
+    success_deadline_seconds: int | None = Field(default=None, ge=1, le=31_622_400)
     jitter_seconds: int = Field(default=0, ge=0, le=3600)
     class_name: str | None = Field(default=None, min_length=1, max_length=63)
     successful_jobs_history_limit: int = Field(default=3, ge=0, le=100)
@@ -96,9 +161,18 @@ class CronScheduleSpec(_ApiModel):
 
     @model_validator(mode="after")
     def _one_trigger(self) -> CronScheduleSpec:
-        if (self.schedule is None) == (self.run_at is None):
-            raise ValueError("set exactly one of schedule and runAt")
+        kinds = sum(x is not None for x in (self.schedule, self.schedules, self.run_at))
+        if kinds != 1:
+            raise ValueError("set exactly one of schedule, schedules and runAt")
+        start, end = self.start_time, self.end_time
+        if start is not None and end is not None and start >= end:
+            raise ValueError("startTime must be before endTime")
         return self
+
+    @property
+    def limited(self) -> bool:
+        """Whether the spec can finish: it has an endTime or a maxRuns."""
+        return self.end_time is not None or self.max_runs is not None
 
 
 class ActiveJob(_ApiModel):
@@ -109,12 +183,52 @@ class ActiveJob(_ApiModel):
     uid: str | None = None
 
 
+class BufferedTick(_ApiModel):
+    """One entry of status.buffered: a due tick waiting for the running Job to end."""
+
+    tick: UtcTime
+    job: str  # its own Job name, as if it had fired on time: still exactly once
+    manual: bool = False
+
+
+class BackfillState(StrEnum):
+    RUNNING = "Running"
+    DONE = "Done"
+    CANCELLED = "Cancelled"
+    INVALID = "Invalid"
+
+
+class Span(_ApiModel):
+    """[from, to): a range of ticks."""
+
+    start: UtcTime = Field(alias="from")
+    to: UtcTime
+
+
+class Backfill(_ApiModel):
+    """status.backfill: the newest backfill request and how far it got."""
+
+    request: str
+    start: UtcTime | None = Field(default=None, alias="from")
+    to: UtcTime | None = None
+    overlap: ConcurrencyPolicy = ConcurrencyPolicy.ALLOW
+    state: BackfillState
+    total: int = 0
+    done: int = 0  # ticks this backfill created a Job for
+    skipped: int = 0  # ticks that already had their Job (already done)
+    cursor: UtcTime | None = None  # the newest tick considered
+    message: str | None = None
+    # Ranges earlier backfills of this schedule went through: never run again.
+    covered: list[Span] = Field(default_factory=list)
+
+
 class InFlightClaim(_ApiModel):
     """A tick claimed in status whose Job is not yet confirmed created."""
 
     tick: UtcTime
     job: str
     epoch: int
+    backfill: bool | None = None  # True: claimed by a backfill (punctual backfill)
 
 
 class RecordedFiring(_ApiModel):
@@ -125,7 +239,13 @@ class RecordedFiring(_ApiModel):
     outcome: FiringOutcome
     epoch: int
     reason: str | None = None
+    # A manual trigger: who asked (as `punctual trigger` saw it), why, and the
+    # concurrencyPolicy it asked for this one firing (None: the schedule's).
+    triggered_by: str | None = None
+    trigger_reason: str | None = None
+    concurrency_policy: ConcurrencyPolicy | None = None
     manual: bool = False
+    backfill: bool | None = None  # True: fired by a backfill (punctual backfill)
 
 
 class Condition(_ApiModel):
@@ -152,7 +272,15 @@ class CronScheduleStatus(_ApiModel):
     conditions: list[Condition] = Field(default_factory=list)
     observed_generation: int | None = None
     active_count: int | None = None
+    upcoming_ticks: list[UtcTime] | None = None
+    runs: int | None = None  # scheduled ticks fired while spec.maxRuns is set
+    runs_remaining: int | None = None
     last_trigger: str | None = None  # the last manual trigger request handled
+    buffered: list[BufferedTick] | None = None  # BufferOne/BufferAll: due ticks waiting
+    backfill: Backfill | None = None  # the newest backfill request and its progress
+    consecutive_failures: int | None = None  # failed Jobs in a row, under pauseOnFailure
+    last_resume: str | None = None  # the last resume request handled (punctual resume)
+    last_successful_tick: UtcTime | None = None  # the tick of the newest succeeded Job
     installation: str | None = None  # the installation that fires it: "namespace/lease"
 
     @property
@@ -191,5 +319,10 @@ def dump_spec(spec: CronScheduleSpec) -> dict[str, Any]:
 def describe_error(error: ValidationError, prefix: str = "spec") -> str:
     """One line naming the first bad field: `spec.maxMissedRuns: Input should be ...`."""
     first = error.errors()[0]
-    path = ".".join(str(part) for part in (prefix, *first["loc"]) if part != "")
+    path = prefix
+    for part in first["loc"]:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        elif part != "":
+            path += f".{part}"
     return f"{path}: {first['msg']}"

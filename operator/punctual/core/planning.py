@@ -31,7 +31,18 @@ The rules, with `cutoff = now - jitter` (a tick fires at tick + jitter):
 * A late tick (past the deadline) never fires and is recorded as missed.
 * suspend: nothing fires and the cursor does not move, so on resume the ticks of
   the suspension are a backlog under the policy above (as CronJob does). An edit
-  while suspended still moves the cursor to now.
+  while suspended still moves the cursor to now. suspendUntil is a suspension that
+  ends by itself: before it nothing fires, and the plan wakes at it. (A schedule
+  paused by pauseOnFailure is planned as suspended by its caller.)
+
+* Several entries, exclusions and a window (spec.schedules, exclude, startTime,
+  endTime) make one combined set of ticks (`schedules.combining`); every rule above
+  applies to it unchanged. An edit of any of them, or of maxRuns, is an edit.
+* maxRuns: `runs_left` (how many scheduled ticks may still fire, counted by the
+  caller from status) caps the due ticks, oldest first; ticks beyond it are neither
+  fired nor recorded as missed, and none fires at 0. A schedule whose window has no
+  tick left says so (`finished`); one whose exclusions remove every tick left is
+  invalid.
 
 Counts of missed and skipped ticks are computed, not walked (schedules.count_ticks);
 only the fired ticks (at most maxMissedRuns) and a few examples are walked.
@@ -41,14 +52,25 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from collections.abc import Hashable
+from dataclasses import dataclass, replace
+from datetime import date, datetime, timedelta
 from functools import lru_cache
-from typing import Final
+from typing import Final, cast
 
-from punctual.core.models import CronScheduleSpec, FiringOutcome, MissedRunPolicy
+from punctual.core.models import (
+    MAX_UPCOMING_TICKS,
+    CronScheduleSpec,
+    Exclusion,
+    FiringOutcome,
+    MissedRunPolicy,
+    ScheduleEntry,
+)
 from punctual.core.schedules import (
+    CombinedTicks,
+    CronFields,
     CronTicks,
+    IntervalTicks,
     OneShot,
     ScheduleError,
     TickSource,
@@ -68,6 +90,10 @@ PAST_DEADLINE: Final = "past startingDeadlineSeconds"
 SUPERSEDED: Final = "superseded by a newer tick (missedRunPolicy RunLatest)"
 OVER_CAP: Final = "beyond maxMissedRuns (missedRunPolicy RunAll)"
 SKIP_BACKLOG: Final = "several ticks were due at once (missedRunPolicy Skip)"
+
+# Why a schedule has no tick left (the reasons of the Finished condition).
+END_TIME_REACHED: Final = "EndTimeReached"
+MAX_RUNS_REACHED: Final = "MaxRunsReached"
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +135,11 @@ class TickPlan:
     invalid: str | None = None
     reset: bool = False  # the cursor moved to now because the spec was edited
     suspended: bool = False
+    # The next few ticks from next_tick on, oldest first (status.upcomingTicks).
+    upcoming: tuple[datetime, ...] = ()
+    # END_TIME_REACHED when the window has no tick left (maxRuns is the caller's).
+    finished: str | None = None
+    limited: bool = False  # the spec has endTime or maxRuns: it can finish
 
     @property
     def missed_count(self) -> int:
@@ -120,28 +151,114 @@ class TickPlan:
 
 
 def schedule_fingerprint(spec: CronScheduleSpec) -> str:
-    """A short stable hash of what decides the ticks: schedule, runAt, zone, jitter."""
-    return _fingerprint(spec.schedule, spec.run_at, spec.time_zone, spec.jitter_seconds)
+    """A short stable hash of what decides the ticks: schedule(s), runAt, zone, jitter,
+    and, when set, exclude, the window and maxRuns (so a spec without them keeps the
+    fingerprint it had before they existed)."""
+    extra: str | None = None
+    if spec.schedules is not None or spec.exclude or spec.limited or spec.start_time:
+        extra = json.dumps(
+            spec.model_dump(
+                mode="json",
+                by_alias=True,
+                exclude_none=True,
+                include={"schedules", "exclude", "start_time", "end_time", "max_runs"},
+            ),
+            sort_keys=True,
+        )
+    return _fingerprint(spec.schedule, spec.run_at, spec.time_zone, spec.jitter_seconds, extra)
 
 
 @lru_cache(maxsize=16384)
 def _fingerprint(
-    schedule: str | None, run_at: datetime | None, time_zone: str, jitter_seconds: int
+    schedule: str | None,
+    run_at: datetime | None,
+    time_zone: str,
+    jitter_seconds: int,
+    extra: str | None = None,
 ) -> str:
     spaced = " ".join(schedule.split()) if schedule is not None else None
     instant = run_at.isoformat() if run_at is not None else None
-    payload = json.dumps([spaced, instant, time_zone, jitter_seconds])
+    fields: list[object] = [spaced, instant, time_zone, jitter_seconds]
+    if extra is not None:
+        fields.append(extra)
+    payload = json.dumps(fields)
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 
 def tick_source(spec: CronScheduleSpec, *, uid: str) -> TickSource:
-    """The ticks of a spec (cron or one-shot); ScheduleError if unusable."""
-    if spec.schedule is not None and spec.run_at is None:
+    """The ticks of a spec (cron, one-shot or combined); ScheduleError if unusable."""
+    combined = spec.schedules is not None or spec.exclude or spec.start_time or spec.end_time
+    if spec.run_at is not None:
+        if combined or spec.max_runs is not None:
+            raise ScheduleError(
+                "runAt", "", "exclude, startTime, endTime and maxRuns need schedule or schedules"
+            )
+        return OneShot.at(spec.run_at, load_zone(spec.time_zone))
+    if spec.schedule is not None and not combined:
         hash_key = uid if uses_hash(spec.schedule) else None
         return _cron_ticks(spec.schedule, spec.time_zone, hash_key)
-    if spec.run_at is not None and spec.schedule is None:
-        return OneShot.at(spec.run_at, load_zone(spec.time_zone))
-    raise ScheduleError("schedule", spec.schedule or "", "set exactly one of schedule and runAt")
+    return _combined(spec, uid, with_exclusions=True)
+
+
+def _combined(spec: CronScheduleSpec, uid: str, *, with_exclusions: bool) -> CombinedTicks:
+    entries = (
+        tuple(spec.schedules)
+        if spec.schedules is not None
+        else (ScheduleEntry(cron=spec.schedule or ""),)
+    )
+    exclude = tuple(spec.exclude) if with_exclusions else ()
+    texts = [e.cron for e in entries] + [x.cron for x in exclude]
+    hash_key = uid if any(t is not None and uses_hash(t) for t in texts) else None
+    return _combined_ticks(
+        entries,
+        exclude,
+        spec.start_time,
+        spec.end_time,
+        spec.time_zone,
+        hash_key,
+        spec.schedules is None,
+    )
+
+
+@lru_cache(maxsize=4096)
+def _combined_ticks(
+    entries: tuple[ScheduleEntry, ...],
+    exclude: tuple[Exclusion, ...],
+    start: datetime | None,
+    end: datetime | None,
+    time_zone: str,
+    uid: str | None,
+    single: bool,
+) -> CombinedTicks:
+    # Cached like _cron_ticks: the same spec parts and uid give the same ticks. A
+    # ScheduleError names the entry: "spec.schedules[2].cron: ...".
+    zone = load_zone(time_zone)
+    sources: list[CronTicks | IntervalTicks] = []
+    for index, entry in enumerate(entries):
+        field = "schedule" if single else f"schedules[{index}]"
+        if entry.cron is not None:
+            try:
+                sources.append(CronTicks(entry.cron, parse_fields(entry.cron, uid=uid), zone))
+            except ScheduleError as error:
+                raise error.at(field if single else f"{field}.cron") from None
+        else:
+            sources.append(IntervalTicks.of(entry.every or "", entry.offset, field))
+    wall: list[CronFields] = []
+    dates: list[date] = []
+    ranges: list[tuple[datetime, datetime]] = []
+    for index, exclusion in enumerate(exclude):
+        if exclusion.cron is not None:
+            try:
+                wall.append(parse_fields(exclusion.cron, uid=uid))
+            except ScheduleError as error:
+                raise error.at(f"exclude[{index}].cron") from None
+        elif exclusion.dates is not None:
+            dates.extend(exclusion.dates)
+        elif exclusion.start is not None and exclusion.to is not None:
+            ranges.append((exclusion.start, exclusion.to))
+    return CombinedTicks(
+        sources, zone=zone, wall=wall, dates=dates, ranges=ranges, start=start, end=end
+    )
 
 
 @lru_cache(maxsize=16384)
@@ -152,9 +269,24 @@ def _cron_ticks(expression: str, time_zone: str, uid: str | None) -> CronTicks:
     return CronTicks(expression, parse_fields(expression, uid=uid), load_zone(time_zone))
 
 
+@lru_cache(maxsize=16384)
+def upcoming_ticks(source: Hashable, first: datetime, count: int) -> tuple[datetime, ...]:
+    """`count` ticks from `first` (a tick) on, oldest first; cached per source and tick."""
+    assert isinstance(source, CombinedTicks | CronTicks | OneShot)
+    ticks = [first]
+    while len(ticks) < count:
+        found = source.next_tick(ticks[-1])
+        if found is None:
+            break
+        ticks.append(found)
+    return tuple(ticks)
+
+
 def clear_caches() -> None:
     """Forget cached fingerprints, parsed schedules and zone models (cold-cost benchmarks)."""
     _cron_ticks.cache_clear()
+    _combined_ticks.cache_clear()
+    upcoming_ticks.cache_clear()
     _fingerprint.cache_clear()
     clear_schedule_caches()
 
@@ -167,6 +299,7 @@ def plan_ticks(
     cursor: datetime | None,
     fingerprint: str | None,
     now: datetime,
+    runs_left: int | None = None,
 ) -> TickPlan:
     """Decide which ticks of one schedule fire at `now` (see the module docstring)."""
     _require_aware(created=created, now=now, cursor=cursor)
@@ -182,14 +315,78 @@ def plan_ticks(
     except ScheduleError as error:
         return _idle(cursor, wanted, reset=reset, invalid=error.reason)
 
-    # 3. Suspended: nothing fires and the cursor stays put.
+    # 3. Suspended: nothing fires and the cursor stays put. No run left: likewise.
     if spec.suspend:
         return _idle(cursor, wanted, reset=reset, suspended=True)
+    if spec.suspend_until is not None and now < spec.suspend_until:
+        idle = _idle(cursor, wanted, reset=reset, suspended=True)
+        return replace(idle, next_wake=spec.suspend_until)
+    if runs_left is not None and runs_left <= 0:
+        idle = _idle(cursor, wanted, reset=reset)
+        return replace(idle, finished=MAX_RUNS_REACHED, limited=True)
 
     offset = jitter_offset(uid, spec.jitter_seconds)
     cutoff = now - offset
     # Cron schedules never fire a tick from before they existed; a runAt may be in the past.
-    floor = created if cursor is None and isinstance(source, CronTicks) else cursor
+    floor = created if cursor is None and not isinstance(source, OneShot) else cursor
+    plan = _plan(source, spec, offset=offset, cutoff=cutoff, floor=floor, cursor=cursor)
+    if runs_left is not None and len(plan.due) > runs_left:
+        plan = replace(plan, due=plan.due[:runs_left])  # the oldest: the last runs
+    return _with_upcoming(plan, source, spec, wanted, uid=uid, floor=floor, reset=reset)
+
+
+def _with_upcoming(
+    plan: TickPlan,
+    source: TickSource,
+    spec: CronScheduleSpec,
+    wanted: str,
+    *,
+    uid: str,
+    floor: datetime | None,
+    reset: bool,
+) -> TickPlan:
+    """The plan with its fingerprint, upcoming ticks, and whether the window is done.
+
+    No tick left: with exclusions that removed every tick the entries still have
+    inside the window, the spec is invalid; with an endTime, the schedule finished.
+    """
+    upcoming = (
+        ()
+        if plan.next_tick is None
+        else upcoming_ticks(cast(Hashable, source), plan.next_tick, MAX_UPCOMING_TICKS)
+    )
+    finished = None
+    if plan.next_tick is None and isinstance(source, CombinedTicks):
+        after = plan.cursor if plan.cursor is not None else floor
+        if spec.exclude and after is not None:
+            bare = _combined(spec, uid, with_exclusions=False)
+            if bare.next_tick(after) is not None:
+                return _idle(plan.cursor, wanted, reset=reset, invalid=_REMOVES_ALL)
+        if spec.end_time is not None:
+            finished = END_TIME_REACHED
+    return replace(
+        plan,
+        fingerprint=wanted,
+        reset=reset,
+        upcoming=upcoming,
+        finished=finished,
+        limited=spec.limited,
+    )
+
+
+_REMOVES_ALL: Final = "spec.exclude: removes every tick the schedule has left"
+
+
+def _plan(
+    source: TickSource,
+    spec: CronScheduleSpec,
+    *,
+    offset: timedelta,
+    cutoff: datetime,
+    floor: datetime | None,
+    cursor: datetime | None,
+) -> TickPlan:
+    """Steps 4 and 5: the due, missed and skipped ticks and the next one."""
 
     # 4. Nothing due: sleep until the next fire instant.
     newest = source.prev_tick(cutoff)
@@ -200,10 +397,9 @@ def plan_ticks(
             missed=(),
             skipped=(),
             cursor=cursor,
-            fingerprint=wanted,
+            fingerprint="",
             next_tick=upcoming,
             next_wake=None if upcoming is None else upcoming + offset,
-            reset=reset,
         )
 
     # 5. Something is due: decide every due tick, newest first.
@@ -214,10 +410,9 @@ def plan_ticks(
         missed=tuple(missed),
         skipped=tuple(skipped),
         cursor=newest,
-        fingerprint=wanted,
+        fingerprint="",
         next_tick=upcoming,
         next_wake=None if upcoming is None else upcoming + offset,
-        reset=reset,
     )
 
 

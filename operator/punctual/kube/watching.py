@@ -84,6 +84,7 @@ def make_registry(
     *,
     credentials: Credentials,
     on_schedule: Callable[[Key, str | None], None],
+    on_freeze: Callable[[str, str, dict[str, Any] | None], None] | None = None,
 ) -> kopf.OperatorRegistry:
     """A private kopf registry with Punctual's schedule index and event handler (Jobs are
     watched by kube.jobwatching, without kopf's per-event machinery)."""
@@ -102,6 +103,15 @@ def make_registry(
     async def schedule_changed(**event: Any) -> None:
         meta = event["body"].get("metadata", {})
         on_schedule((event["namespace"], event["name"]), meta.get("resourceVersion"))
+
+    if on_freeze is not None:
+        # No index: an index of a resource whose CRD is not installed (an upgrade that
+        # skipped the CRDs) must not hold back the schedules; the leader also lists them.
+        @kopf.on.event("punctual.dev", "v1", "freezewindows", registry=registry)
+        async def freeze_changed(**event: Any) -> None:
+            gone = event["type"] == "DELETED"
+            body = None if gone else without_managed_fields(event["body"])
+            on_freeze(event["namespace"], event["name"], body)
 
     return registry
 

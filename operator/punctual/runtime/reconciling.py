@@ -17,7 +17,7 @@ applier, or act for a schedule whose shard this replica does not lead.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
@@ -25,6 +25,7 @@ from typing import Any, Protocol
 from punctual.clocks import Clock
 from punctual.core.deciding import Decision, EventNote, Leadership, decide
 from punctual.core.deferring import defer
+from punctual.core.freezing import Freeze
 from punctual.core.ownership import Ownership, owner_of, ownership
 from punctual.kube.applying import Applied, NotLeader, schedule_path
 from punctual.kube.client import Api, ApiError, NotFound, Unavailable
@@ -103,10 +104,12 @@ class Reconciler:
         installation: Installation | None = None,
         others: Judging | None = None,
         events: Reporting | None = None,
+        freezes: Callable[[str], Sequence[Freeze]] = lambda namespace: (),
         roles: Callable[[str], Role] | None = None,
         leads_any: Callable[[], bool] | None = None,
     ) -> None:
         self.api = api
+        self.freezes = freezes  # the FreezeWindows of a namespace, as the leader knows them
         self.view = view
         single = Role(elector, applier)
         # The role of a schedule by its uid (one shard: always the one elector's).
@@ -174,6 +177,7 @@ class Reconciler:
             self.view.jobs(uid),
             now=self.clock.now(),
             leadership=Leadership(epoch, role.elector.identity, installation, role.shard),
+            freezes=self.freezes(key[0]),
         )
         if decision.status is None:
             self.view.unwritten_since.pop(key, None)

@@ -2,9 +2,10 @@
 
 Why it exists: every decision Punctual makes starts with "which ticks does this
 schedule have between these two instants?". This package answers that question and
-only that one, in four rooms: `parsing` (text to expanded fields), `zones` (local
+only that one, in five rooms: `parsing` (text to expanded fields), `zones` (local
 days cut where the UTC offset changes), `ticks` (next, previous and how many, under
-the daylight-saving rule, without walking) and `explaining` (one line of English).
+the daylight-saving rule, without walking), `combining` (several entries, intervals,
+exclusions and a window as one set of ticks) and `explaining` (one line of English).
 
 What it must never do: read the clock, talk to the API server, know of the
 CronSchedule resource, report bad user input any other way than by raising
@@ -79,6 +80,11 @@ no such transition since 2011 (Canadian zones used 00:01 changes until 2010); on
 such historical days, counting can be off for wildcard schedules.
 """
 
+from punctual.core.schedules.combining import (
+    CombinedTicks,
+    IntervalTicks,
+    parse_duration,
+)
 from punctual.core.schedules.explaining import describe, explain
 from punctual.core.schedules.parsing import (
     MACROS,
@@ -104,9 +110,11 @@ __all__ = [
     "MACROS",
     "MONTH_NAMES",
     "WEEKDAY_NAMES",
+    "CombinedTicks",
     "CronFields",
     "CronTicks",
     "DayRule",
+    "IntervalTicks",
     "OneShot",
     "ScheduleError",
     "SpecField",
@@ -117,6 +125,7 @@ __all__ = [
     "format_local",
     "jitter_offset",
     "load_zone",
+    "parse_duration",
     "parse_fields",
     "parse_schedule",
     "uses_hash",

@@ -23,9 +23,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import date
 from functools import lru_cache
-from typing import Final, Literal
+from typing import Final
 
-SpecField = Literal["schedule", "runAt", "timeZone"]
+# The path of the spec field a ScheduleError is about, below `spec.`: "schedule",
+# "runAt", "timeZone", or an entry's field such as "schedules[2].cron".
+SpecField = str
 
 MACROS: Final[dict[str, str]] = {
     "@yearly": "0 0 1 1 *",
@@ -83,6 +85,10 @@ class ScheduleError(ValueError):
     @property
     def reason(self) -> str:
         return f"spec.{self.field}: {self.problem}"
+
+    def at(self, field: SpecField) -> ScheduleError:
+        """The same problem, about another field (an entry of spec.schedules or exclude)."""
+        return ScheduleError(field, self.value, self.problem)
 
 
 def printable(text: str, limit: int = 120) -> str:

@@ -39,6 +39,7 @@ _SEARCH_DAYS: Final = 146097 + 366
 _FIRST_ORDINAL: Final = EPOCH_ORDINAL - 2
 _LAST_ORDINAL: Final = date(9000, 1, 1).toordinal() - 1
 _END_SECOND: Final = (_LAST_ORDINAL + 1 - EPOCH_ORDINAL) * 86400
+END_SECOND: Final = _END_SECOND  # the first instant (Unix seconds) with no ticks
 # Days whose ticks one CronTicks keeps cut into pieces (a few kB at most).
 _MAX_CACHED_DAYS: Final = 64
 
@@ -163,6 +164,31 @@ class CronTicks:
                     )
         return total
 
+    def tick_bits(self, low: int, high: int) -> int:
+        """The ticks in instants [low, high) as the bits of an int (bit i: instant low + i).
+
+        For spans of about a day (`combining` counts unions day by day with it); the
+        day before `low`'s is looked at too, for a gap tick that lands on midnight.
+        """
+        if high <= low:
+            return 0
+        bits = 0
+        first = local_date(self._zone, max(low, 0)).toordinal() - 1
+        last = local_date(self._zone, max(high - 1, 0)).toordinal()
+        wall = wall_bits(self.fields)
+        for ordinal in self._days(first, 1, last):
+            day = day_model(self._zone, ordinal)
+            if day.end < low or day.start >= high:
+                continue
+            for piece in self._pieces(ordinal):
+                if piece.point is not None:
+                    if low <= piece.point < high:
+                        bits |= 1 << (piece.point - low)
+                    continue
+                span = (wall >> piece.first) & ((1 << (piece.last - piece.first + 1)) - 1)
+                bits |= shifted(span, piece.first + piece.shift - low)
+        return bits & ((1 << (high - low)) - 1)
+
     def _days(self, ordinal: int, direction: int, stop: int | None = None) -> Iterator[int]:
         """The matching local days from `ordinal` on (`stop` included), month by month.
 
@@ -250,6 +276,34 @@ class CronTicks:
         return (
             self._gap_tick(0, first_wall) or self.fields.count_between(first_wall, first_wall) > 0
         )
+
+
+def shifted(bits: int, by: int) -> int:
+    """`bits` moved `by` places up (down when negative)."""
+    return bits << by if by >= 0 else bits >> -by
+
+
+_ALL_SECONDS: Final = tuple(range(60))
+_WALL_BITS: dict[tuple[tuple[int, ...], ...], int] = {}
+
+
+def wall_bits(fields: CronFields, *, whole_minutes: bool = False) -> int:
+    """The times of day of `fields` as the bits of an int (bit s: second s of the day).
+
+    With `whole_minutes`, a 5-field expression covers every second of its minutes
+    (how an exclusion matches). Cached per set of times: 10 kB each.
+    """
+    every_second = whole_minutes and not fields.has_seconds
+    key = (_ALL_SECONDS if every_second else fields.seconds, fields.minutes, fields.hours)
+    bits = _WALL_BITS.get(key)
+    if bits is None:
+        seconds = sum(1 << s for s in key[0])
+        hour = sum(seconds << (60 * m) for m in key[1])
+        bits = sum(hour << (3600 * h) for h in key[2])
+        if len(_WALL_BITS) >= 256:
+            _WALL_BITS.clear()
+        _WALL_BITS[key] = bits
+    return bits
 
 
 def _first_in(fields: CronFields, piece: _Piece, low: int) -> int | None:
