@@ -397,13 +397,17 @@ class LeaderElector:
                 if not self.is_leader() and self._expires_in is not None:
                     pause = min(pause, max(0.05, self._expires_in + 0.05))  # wake at expiry
                 await first_of(stop, self.released, timeout=pause)
-                if not self.is_leader() and self.epoch is not None:
-                    await self._settle(None, True)  # the renew deadline passed unrenewed
+                await self.lapse()
         finally:
             follower.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await follower
             await self.release()
+
+    async def lapse(self) -> None:
+        """If the renew deadline passed unrenewed: stop leading, and say so."""
+        if not self.is_leader() and self.epoch is not None:
+            await self._settle(None, True)
 
     async def follow(self) -> None:
         """Watch the Lease; set `released` when it is released or deleted while we stand by

@@ -312,6 +312,8 @@ class ShardedElection:
                     elector.released.clear()
                 await self.round()
                 await first_of(stop, *(e.released for e in self.electors), timeout=self._pause())
+                for elector in self.electors:
+                    await elector.lapse()  # a renew deadline passed unrenewed: say so
         finally:
             for task in [*followers, relay]:
                 task.cancel()
@@ -348,14 +350,18 @@ class ShardedElection:
         for index in plan.release:
             logger.info("releasing shard %s: %d live replicas", index, len(members))
             await self.electors[index].release()
+        # Renew every shard held at once: one slow request must not let the others pass
+        # their renew deadline. Then the others, one by one, taking up to the share.
+        order = [i for i in preference(self.identity, members, self.count) if i not in plan.release]
+        renewing = [i for i in order if self.electors[i].holding]
+        await asyncio.gather(*(self.electors[i].attempt() for i in renewing))
         taken = 0
-        for index in preference(self.identity, members, self.count):
+        for index in order:
             elector = self.electors[index]
-            if index in plan.release:
+            if index in renewing:
                 continue
-            holds = elector.holding
-            await elector.attempt(may_take=holds or taken < plan.may_take)
-            if not holds and elector.holding:
+            await elector.attempt(may_take=taken < plan.may_take)
+            if elector.holding:
                 taken += 1
         return plan
 
