@@ -39,6 +39,7 @@ def _env_or(name: str, default: str) -> str:
 
 # Over 60 lines on purpose: one declaration per flag, read as a table (--help renders it).
 def add_run_command(subparsers: Any) -> None:
+    # Long on purpose: one add() per flag of `punctual run`, its help beside it.
     from punctual.runtime.options import Options
 
     defaults = Options()
@@ -264,9 +265,7 @@ def add_trigger_command(subparsers: Any) -> None:
 
 
 def _trigger(arguments: argparse.Namespace, context: _Context) -> int:
-    from punctual.clocks import SystemClock
     from punctual.core.deciding import TRIGGER_ANNOTATION
-    from punctual.core.times import format_time
     from punctual.core.triggers import (
         MAX_TRIGGER_REASON,
         TriggerError,
@@ -288,7 +287,7 @@ def _trigger(arguments: argparse.Namespace, context: _Context) -> int:
     except TriggerError as error:  # argparse's choices catch it first; kept for callers
         print(f"punctual: {error}", file=context.stderr)
         return 2
-    request = f"{format_time(SystemClock().now().replace(microsecond=0))}-{secrets.token_hex(3)}"
+    request = new_request_id()
     asked = TriggerRequest(request, None, reason, policy)
 
     async def ask(api: KubeClient, path: str) -> dict[str, Any]:
@@ -314,6 +313,15 @@ def _trigger(arguments: argparse.Namespace, context: _Context) -> int:
         file=context.stdout,
     )
     return 0
+
+
+def new_request_id() -> str:
+    """A request id for an annotation the operator acts on once per value (trigger,
+    resume, backfill): the time it was asked, and 6 random hex digits."""
+    from punctual.clocks import SystemClock
+    from punctual.core.times import format_time
+
+    return f"{format_time(SystemClock().now().replace(microsecond=0))}-{secrets.token_hex(3)}"
 
 
 def _add_schedule_arguments(parser: argparse.ArgumentParser) -> None:
@@ -413,11 +421,9 @@ def add_resume_command(subparsers: Any) -> None:
 
 
 def _resume(arguments: argparse.Namespace, context: _Context) -> int:
-    from punctual.clocks import SystemClock
     from punctual.core.deciding import RESUME_ANNOTATION
-    from punctual.core.times import format_time
 
-    request = f"{format_time(SystemClock().now().replace(microsecond=0))}-{secrets.token_hex(3)}"
+    request = new_request_id()
     patch = {"metadata": {"annotations": {RESUME_ANNOTATION: request}}}
     done = _on_schedule(arguments, context, lambda api, path: api.patch(path, patch))
     if done is None:
@@ -465,12 +471,9 @@ def add_backfill_command(subparsers: Any) -> None:
 def _backfill(arguments: argparse.Namespace, context: _Context) -> int:
     import json
 
-    from punctual.clocks import SystemClock
     from punctual.core.backfilling import BACKFILL_ANNOTATION, read_request
-    from punctual.core.times import format_time
 
-    stamp = format_time(SystemClock().now().replace(microsecond=0))
-    request: dict[str, Any] = {"request": f"{stamp}-{secrets.token_hex(3)}"}
+    request: dict[str, Any] = {"request": new_request_id()}
     if arguments.cancel:
         request["cancel"] = True
     else:

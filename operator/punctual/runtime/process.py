@@ -51,6 +51,11 @@ __all__ = ["Fatal", "Operator", "Options", "run"]
 
 
 class Operator:
+    """The running process: wires the parts, follows kopf's events, the Jobs and the
+    FreezeWindows, and supervises them. Over 200 lines because it is the one place that
+    wires everything; its FreezeWindow following (`_on_freeze` to `_refresh_freezes`) is
+    the next piece to move into a module of its own."""
+
     def __init__(
         self,
         api: KubeClient,
