@@ -301,6 +301,7 @@ class LocalCluster:
     # cluster started with one keeps it), so loaders of a running cluster need not know.
     real_node: bool | None = None
     pids: dict[str, int] = field(default_factory=dict)
+    _kwok_revivals: int = field(default=0, init=False, repr=False)
 
     # -- paths -------------------------------------------------------------------------
 
@@ -510,9 +511,32 @@ class LocalCluster:
     def _check_alive(self, *names: str) -> None:
         for name in names:
             pid = self.pids.get(name)
-            if pid is not None and not _alive(pid):
+            if pid is not None and not _alive(pid) and not self.revive_kwok():
                 tail = _tail(self.state_dir / "logs" / f"{name}.log")
                 raise RuntimeError(f"{name} exited during start-up; last lines:\n{tail}")
+
+    def revive_kwok(self) -> bool:
+        """Start kwok again if it died of its known race, and say whether it did.
+
+        kwok 0.8 builds each Stage's CEL environment lazily, on the stage's first match,
+        and two stages doing so at once can write easycel's type registry together: the
+        Go runtime then ends the process ("fatal error: concurrent map writes"). kwok
+        keeps no state of its own (nodes and pods live in the API server), so a new one
+        carries on where the old one stopped. Any other exit is left for the caller.
+        """
+        pid = self.pids.get("kwok")
+        if pid is None or _alive(pid) or self._kwok_revivals >= 3:
+            return False
+        log = self.state_dir / "logs" / "kwok.log"
+        crashes = log.read_text(errors="replace").count("fatal error: concurrent map writes")
+        if crashes <= self._kwok_revivals:  # this exit was something else
+            return False
+        self._kwok_revivals += 1
+        print(
+            f"localcluster: kwok hit its registry race; starting it again ({self._kwok_revivals}/3)"
+        )
+        self.start("kwok")
+        return True
 
     def _argv(self, name: str) -> list[str]:
         p = self.ports

@@ -124,6 +124,17 @@ def cluster() -> Iterator[Cluster]:
         fresh.down()
 
 
+@pytest.fixture(autouse=True)
+def kwok_alive(request: pytest.FixtureRequest) -> Iterator[None]:
+    """kwok 0.8 can die of a race in its CEL registry (see LocalCluster.revive_kwok): a
+    test on the cluster starts with it running, so one crash never fails every later test."""
+    if "cluster" in request.fixturenames:
+        cluster: Cluster = request.getfixturevalue("cluster")
+        if cluster.local is not None:
+            cluster.local.revive_kwok()
+    yield
+
+
 @pytest.fixture(scope="session")
 async def api(cluster: Cluster) -> AsyncIterator[KubeClient]:
     async with KubeClient(cluster.credentials(), user_agent="punctual-tests") as client:
