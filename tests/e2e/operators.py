@@ -20,7 +20,7 @@ import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -124,6 +124,56 @@ def job_creates(cluster: Cluster, namespace: str) -> list[Create]:
             )
         )
     return sorted(creates, key=lambda c: c.at)
+
+
+def existed(cluster: Cluster, namespace: str, prefix: str) -> set[str]:
+    """The Jobs named `prefix-…` that the audit log proves existed: created (201), refused
+    as already there (409), or written to successfully later (the finalizer's update, the
+    history limit's delete).
+
+    A create whose client is killed mid-request can be committed while the API server
+    records it as failed (the request's context ends with the connection): at least once
+    is about the Job existing, at most once about 201s (no name is created twice).
+    """
+    names = set()
+    for event in cluster.audit_events():
+        ref = event.get("objectRef") or {}
+        name = ref.get("name", "")
+        if ref.get("resource") != "jobs" or ref.get("namespace") != namespace:
+            continue
+        if not name.startswith(prefix + "-"):
+            continue
+        code = int((event.get("responseStatus") or {}).get("code", 0))
+        if 200 <= code < 300 or (event.get("verb") == "create" and code == 409):
+            names.add(name)
+    return names
+
+
+def explain_gaps(
+    cluster: Cluster, namespace: str, schedule: str, gaps: list[tuple[datetime, datetime]]
+) -> str:
+    """What the audit log holds about lost ticks: every write naming a missing tick's Job,
+    and every write to the schedule from a second before the gap to a second after."""
+    lines = []
+    for first, last in gaps:
+        missing = {
+            f"{schedule}-{int((first + timedelta(seconds=k)).timestamp())}"
+            for k in range(1, int((last - first).total_seconds()))
+        }
+        for event in cluster.audit_events():
+            ref = event.get("objectRef") or {}
+            at = parse(event["requestReceivedTimestamp"])
+            near = first - timedelta(seconds=1) <= at <= last + timedelta(seconds=1)
+            if ref.get("namespace") != namespace:
+                continue
+            if ref.get("name") in missing or (near and ref.get("name") == schedule):
+                code = (event.get("responseStatus") or {}).get("code", 0)
+                lines.append(
+                    f"{at.isoformat()} {event.get('userAgent', '')} {event.get('verb')} "
+                    f"{ref.get('resource')}/{ref.get('subresource', '')}{ref.get('name')} "
+                    f"-> {code} {event.get('stage')}"
+                )
+    return "\n".join(lines) or "the audit log names none of the lost ticks' Jobs"
 
 
 def writes_by(
