@@ -9,6 +9,7 @@ API's answers are tested against the real control plane.
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -18,7 +19,7 @@ from punctual.core.deciding import IN_FLIGHT_RECHECK, Decision
 from punctual.core.jobs import JobSnapshot
 from punctual.kube.applying import Applied, NotLeader, schedule_path
 from punctual.kube.client import NotFound, Unavailable
-from punctual.kube.watching import JOBS_INDEX, SCHEDULES_INDEX, pack
+from punctual.kube.schedulewatching import pack
 from punctual.runtime.reconciling import UNAVAILABLE_RETRY, Reconciler
 from punctual.runtime.view import LeaderView
 
@@ -98,6 +99,22 @@ class FakeApi:
         raise AssertionError("a pass patches only through the applier")
 
 
+class Live(Mapping[Any, Any]):
+    """An index read afresh at every lookup, as the watched ones are kept current."""
+
+    def __init__(self, read: Callable[[], dict[Any, Any]]) -> None:
+        self.read = read
+
+    def __getitem__(self, key: Any) -> Any:
+        return self.read()[key]
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.read())
+
+    def __len__(self) -> int:
+        return len(self.read())
+
+
 @dataclass
 class World:
     body: dict[str, Any]
@@ -108,14 +125,9 @@ class World:
     clock: FixedClock = field(default_factory=lambda: FixedClock(T0))
     forgotten: list[tuple[str, str]] = field(default_factory=list)
 
-    def index(self, name: str) -> Any:
-        if name == SCHEDULES_INDEX:
-            return {KEY: [pack(self.body)]} if self.body else {}
-        assert name == JOBS_INDEX
-        return {UID: list(self.jobs)}
-
     def reconciler(self) -> tuple[Reconciler, LeaderView]:
-        view = LeaderView(self.index)
+        schedules = Live(lambda: {KEY: pack(self.body)} if self.body else {})
+        view = LeaderView(schedules, Live(lambda: {UID: list(self.jobs)}))
         reconciler = Reconciler(
             api=self.api,
             view=view,

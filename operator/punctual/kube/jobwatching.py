@@ -7,13 +7,13 @@ detection, and the invocation of an index handler and an event handler: in the
 profile of a 1 000 herd kopf was 30% of the operator's CPU while firing, most of it
 for Jobs, and with shards that cost is paid by every replica for every Job (measured:
 about 0.4 ms per Job per replica). Here a watch event is one JSON line, one
-`JobSnapshot` and one dict update. Schedules stay with kopf (kube.watching).
+`JobSnapshot` and one dict update. Schedules are followed the same way
+(kube.schedulewatching).
 
 What it keeps: `{schedule uid: {job uid: JobSnapshot}}` for the Jobs labelled with a
-schedule uid, from a list and then a watch from the list's resourceVersion; a watch that
-ends is resumed from the last resourceVersion seen (bookmarks keep it fresh), and one
-that is too old (410 Gone) is replaced by a new list, whose differences are reported as
-changes. `ready` is set once the first list of every namespace is in.
+schedule uid, followed by kube.following (a list, then a watch; a relist after 410 Gone
+reports exactly the differences). `ready` is set once the first list of every
+namespace is in.
 
 What it must never do: write, decide, or report a Job change it has not seen (a relist
 reports exactly the differences).
@@ -21,33 +21,14 @@ reports exactly the differences).
 
 from __future__ import annotations
 
-import asyncio
-import logging
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
-from typing import Any, Protocol
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
 
 from punctual.core.jobs import LABEL_SCHEDULE_UID, JobSnapshot
-from punctual.kube.client import ApiError
-
-logger = logging.getLogger(__name__)
+from punctual.kube.following import Follower, Lister
 
 Key = tuple[str, str]  # (namespace, schedule name)
 OnJob = Callable[[Key, str, JobSnapshot | None], None]
-
-RETRY = 1.0  # seconds before watching again after an error
-WATCH_SECONDS = 300
-
-
-class Lister(Protocol):
-    """What it needs of the client (kube.client.KubeClient)."""
-
-    async def get(self, path: str, **params: str) -> dict[str, Any]: ...
-
-    def watch(self, path: str, **params: str) -> AsyncIterator[dict[str, Any]]: ...
-
-
-class Gone(Exception):
-    """The watch's resourceVersion is too old: list again."""
 
 
 class JobsByScheduleUid(Mapping[str, list[JobSnapshot]]):
@@ -68,90 +49,40 @@ class JobsByScheduleUid(Mapping[str, list[JobSnapshot]]):
 
 class JobIndex:
     def __init__(self, api: Lister, namespaces: list[str], on_job: OnJob) -> None:
-        self.api = api
-        self.namespaces = namespaces  # empty: every namespace
         self.on_job = on_job
         self._jobs: dict[str, dict[str, JobSnapshot]] = {}
         self._where: dict[str, str] = {}  # job uid -> its schedule uid
         self.index = JobsByScheduleUid(self._jobs)
-        self.ready = asyncio.Event()
-        self.events = 0  # watch events handled, for tests and the benchmark
+        self.follower = Follower(
+            api, self.path, self, namespaces=namespaces, what="Jobs", selector=LABEL_SCHEDULE_UID
+        )
+        self.ready = self.follower.ready
+        self.run = self.follower.run
+
+    @property
+    def events(self) -> int:
+        """Watch events handled, for tests and the benchmark."""
+        return self.follower.events
 
     @staticmethod
     def path(namespace: str | None) -> str:
         return f"/apis/batch/v1/namespaces/{namespace}/jobs" if namespace else "/apis/batch/v1/jobs"
 
-    async def run(self, stop: asyncio.Event) -> None:
-        """List and watch every namespace until `stop`."""
-        scopes: list[str | None] = list(self.namespaces) or [None]
-        listed = [asyncio.Event() for _ in scopes]
-        tasks = [
-            asyncio.create_task(self._follow(namespace, done))
-            for namespace, done in zip(scopes, listed, strict=True)
-        ]
-        waiting = asyncio.create_task(self._all_listed(listed))
-        try:
-            await stop.wait()
-        finally:
-            for task in [*tasks, waiting]:
-                task.cancel()
-            await asyncio.gather(*tasks, waiting, return_exceptions=True)
+    # -- kube.following.Collection ----------------------------------------------------
 
-    async def _all_listed(self, listed: list[asyncio.Event]) -> None:
-        for done in listed:
-            await done.wait()
-        self.ready.set()
-
-    async def _follow(self, namespace: str | None, listed: asyncio.Event) -> None:
-        version: str | None = None
-        while True:
-            try:
-                if version is None:
-                    version = await self._list(namespace)
-                    listed.set()
-                version = await self._watch(namespace, version)
-            except Gone:
-                version = None
-            except (ApiError, ValueError) as error:
-                logger.warning("watching Jobs in %s: %s", namespace or "all namespaces", error)
-                await asyncio.sleep(RETRY)
-
-    async def _list(self, namespace: str | None) -> str:
-        """List the Jobs; report what differs from the index (a relist after 410 Gone)."""
-        body = await self.api.get(self.path(namespace), labelSelector=LABEL_SCHEDULE_UID)
-        seen: set[str] = set()
-        for item in body.get("items") or []:
-            seen.add(self._put(item))
+    def listed(self, namespace: str | None, items: list[dict[str, Any]]) -> None:
+        """Index the listed Jobs; drop the namespace's Jobs the list no longer has."""
+        seen = {self._put(item) for item in items}
         for uid in [u for u, s in self._where.items() if u not in seen]:
             job = self._jobs.get(self._where[uid], {}).get(uid)
             if job is not None and (namespace is None or job.namespace == namespace):
                 self._drop(uid)
-        return str((body.get("metadata") or {}).get("resourceVersion") or "")
 
-    async def _watch(self, namespace: str | None, version: str) -> str:
-        """Follow the watch from `version`; the last resourceVersion seen when it ends."""
-        async for event in self.api.watch(
-            self.path(namespace),
-            labelSelector=LABEL_SCHEDULE_UID,
-            resourceVersion=version,
-            allowWatchBookmarks="true",
-            timeoutSeconds=str(WATCH_SECONDS),
-        ):
-            kind = event.get("type")
-            obj = event.get("object") or {}
-            if kind == "ERROR":
-                if obj.get("code") == 410:
-                    raise Gone()
-                raise ValueError(f"watch error: {obj.get('message')}")
-            version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
-            if kind == "BOOKMARK":
-                continue
-            self.events += 1
-            if kind == "DELETED":
-                self._drop(str(obj["metadata"]["uid"]))
-            else:
-                self._put(obj)
-        return version
+    def changed(self, obj: dict[str, Any]) -> None:
+        self._put(obj)
+
+    def deleted(self, obj: dict[str, Any]) -> None:
+        self._drop(str(obj["metadata"]["uid"]))
 
     def _put(self, body: Mapping[str, Any]) -> str:
         """Index a Job; tell whether it changed. Its uid."""

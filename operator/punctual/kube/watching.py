@@ -1,28 +1,22 @@
-"""kopf watches CronSchedules and keeps them in an in-memory index.
+"""kopf watches FreezeWindows and tells the operator of each change.
 
-Why it exists: every replica, leader or not, keeps a warm view of all schedules (a hot
-standby fails over in one Lease expiry, not a re-list), and wakes the scheduler when
-something changes. Their Jobs are indexed by kube.jobwatching, without kopf: a Job
-changes several times per firing, and kopf's per-event machinery cost more than the
-firing itself. kopf does the watching (re-lists, reconnects,
-410 Gone); this module only declares what to keep and whom to tell.
+Why it exists: FreezeWindows are few and rarely change; kopf follows them (re-lists,
+reconnects, 410 Gone) and the leader also lists them every few seconds, so a cluster
+without their CRD keeps firing. CronSchedules and Jobs change with every firing and
+are followed without kopf's per-event machinery (kube.schedulewatching,
+kube.jobwatching): through kopf each event cost more than deciding the firing.
 
-What it must never do: make kopf write to user objects. Only index and event
-handlers are registered: no change handlers, hence no finalizers, no
-`kopf.zalando.org` annotations and no status keys written by kopf, and kopf's own
-Event posting is switched off. Punctual's writes go through its own client.
-
-kopf runs event handlers only after every index has been filled by the initial
-listing, so the first schedule event means the schedule index is complete; the Job
-index says so itself (`JobIndex.ready`).
+What it must never do: make kopf write to user objects. Only an event handler is
+registered: no change handlers, hence no finalizers, no `kopf.zalando.org`
+annotations and no status keys written by kopf, and kopf's own Event posting is
+switched off. Punctual's writes go through its own client.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 import kopf
@@ -30,11 +24,7 @@ from kopf._core.engines.indexing import OperatorIndexers
 from kopf._core.engines.peering import Identity
 
 from punctual.kube.client import Credentials
-
-Key = tuple[str, str]
-
-SCHEDULES_INDEX = "punctual_schedules"
-JOBS_INDEX = "punctual_jobs"  # kube.jobwatching's index, read through the same lookup
+from punctual.kube.following import without_managed_fields
 
 
 class NoDiffBase(kopf.DiffBaseStorage):
@@ -55,58 +45,19 @@ class NoDiffBase(kopf.DiffBaseStorage):
         pass
 
 
-def without_managed_fields(body: Mapping[str, Any]) -> dict[str, Any]:
-    """The body without metadata.managedFields: half of a schedule's memory, never read.
-
-    (10 000 schedules held 190 MB of bodies, 97 MB of it the field managers' trees.)
-    """
-    meta = {k: v for k, v in (body.get("metadata") or {}).items() if k != "managedFields"}
-    return {**body, "metadata": meta}
-
-
-def pack(body: Mapping[str, Any]) -> str:
-    """A schedule as the index keeps it: compact JSON, without managedFields.
-
-    As Python dicts a schedule takes about 9 KB (19 KB with managedFields); as JSON
-    about 1.5 KB. The index holds every schedule for as long as it exists and is read
-    once per decision, and parsing it back costs tens of microseconds.
-    """
-    return json.dumps(without_managed_fields(body), separators=(",", ":"))
-
-
-def unpack(packed: str) -> dict[str, Any]:
-    """The schedule body that `pack` kept: a fresh dict, the caller's to change."""
-    body: dict[str, Any] = json.loads(packed)
-    return body
-
-
 def make_registry(
     *,
     credentials: Credentials,
-    on_schedule: Callable[[Key, str | None], None],
     on_freeze: Callable[[str, str, dict[str, Any] | None], None] | None = None,
 ) -> kopf.OperatorRegistry:
-    """A private kopf registry with Punctual's schedule index and event handler (Jobs are
-    watched by kube.jobwatching, without kopf's per-event machinery)."""
+    """A private kopf registry with Punctual's FreezeWindow event handler."""
     registry = kopf.OperatorRegistry()
     _configure(registry)
     _login(registry, credentials)
-
-    # Every handler is a coroutine: kopf runs a plain function in a thread pool, and with
-    # a thousand Jobs changing at once the threads' hand-offs cost more than the handlers.
-
-    @kopf.index("punctual.dev", "v1", "cronschedules", id=SCHEDULES_INDEX, registry=registry)
-    async def schedules(**event: Any) -> dict[Key, str]:
-        return {(event["namespace"], event["name"]): pack(event["body"])}
-
-    @kopf.on.event("punctual.dev", "v1", "cronschedules", registry=registry)
-    async def schedule_changed(**event: Any) -> None:
-        meta = event["body"].get("metadata", {})
-        on_schedule((event["namespace"], event["name"]), meta.get("resourceVersion"))
-
     if on_freeze is not None:
-        # No index: an index of a resource whose CRD is not installed (an upgrade that
-        # skipped the CRDs) must not hold back the schedules; the leader also lists them.
+        # A coroutine: kopf runs a plain function in a thread pool. No index: an index of
+        # a resource whose CRD is not installed (an upgrade that skipped the CRDs) would
+        # hold kopf back; the leader also lists them.
         @kopf.on.event("punctual.dev", "v1", "freezewindows", registry=registry)
         async def freeze_changed(**event: Any) -> None:
             gone = event["type"] == "DELETED"

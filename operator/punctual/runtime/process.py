@@ -1,7 +1,8 @@
 """`punctual run`: the operator process, wiring watching, leading, scheduling and applying.
 
-Why it exists: to compose the parts and own their lifecycle: kopf's watches and
-indices (kube.watching), the Lease loop (kube.leases), the scheduler loop whose unit
+Why it exists: to compose the parts and own their lifecycle: the schedule and Job
+indices (kube.schedulewatching, kube.jobwatching), kopf's FreezeWindow watch
+(kube.watching), the Lease loop (kube.leases), the scheduler loop whose unit
 of work is a Reconciler pass, the Event recorder, clock calibration, metrics and
 probes, and signals (SIGTERM releases the Lease and exits; a part that fails is
 fatal, see supervision).
@@ -30,8 +31,9 @@ from punctual.kube.events import EventRecorder
 from punctual.kube.jobwatching import JobIndex
 from punctual.kube.leases import Installations
 from punctual.kube.ratelimiting import RateLimiter
+from punctual.kube.schedulewatching import ScheduleIndex
 from punctual.kube.sharding import ShardedElection, shard_key, shard_of
-from punctual.kube.watching import JOBS_INDEX, make_registry, new_indexers, quiet_kopf, watch
+from punctual.kube.watching import make_registry, new_indexers, quiet_kopf, watch
 from punctual.metrics import Metrics, serve
 from punctual.runtime.calibrating import calibrate
 from punctual.runtime.logs import configure_logging
@@ -51,7 +53,7 @@ __all__ = ["Fatal", "Operator", "Options", "run"]
 
 
 class Operator:
-    """The running process: wires the parts, follows kopf's events, the Jobs and the
+    """The running process: wires the parts, follows the schedules, the Jobs and the
     FreezeWindows, and supervises them. Over 200 lines because it is the one place that
     wires everything; its FreezeWindow following (`_on_freeze` to `_refresh_freezes`) is
     the next piece to move into a module of its own."""
@@ -77,14 +79,10 @@ class Operator:
             watch=api.watch,
         )
         self.events = EventRecorder(api, clock=clock)
-        self.indexers = new_indexers()  # kopf's indices, read by the scheduler too
-        # The Jobs are ours to watch (kube.jobwatching), the schedules kopf's.
+        self.indexers = new_indexers()  # kopf's (it keeps none: FreezeWindows have no index)
+        self.schedules = ScheduleIndex(api, options.namespaces, self._on_schedule)
         self.jobs = JobIndex(api, options.namespaces, self._on_job)
-        self.view = LeaderView(
-            lambda name: (
-                self.jobs.index if name == JOBS_INDEX else self.indexers.indices.get(name, {})
-            )
-        )
+        self.view = LeaderView(self.schedules, self.jobs.index)
         self.loop = SchedulerLoop(self._reconcile, clock=clock, workers=options.workers)
         limiter = RateLimiter(options.qps, options.burst)  # one for all shards
         # One role per shard: its elector, and an applier that writes only while it leads.
@@ -121,23 +119,17 @@ class Operator:
             freezes=self.freezes_of,
         )
         self.freezes: dict[str, dict[str, dict[str, Any]]] = {}  # namespace -> name -> body
-        # The first schedule event (kopf's index is complete) and the Jobs listed.
-        self.schedules_synced = asyncio.Event()
+        # The schedules and the Jobs listed: nothing is decided before.
         self.synced = asyncio.Event()
         self.watching = asyncio.Event()  # kopf has started its watches (readiness)
-        self.registry = make_registry(
-            credentials=api.credentials,
-            on_schedule=self._on_schedule,
-            on_freeze=self._on_freeze,
-        )
+        self.registry = make_registry(credentials=api.credentials, on_freeze=self._on_freeze)
 
     async def _reconcile(self, key: Key) -> datetime | None:
         return await self.reconciler(key)
 
-    # -- what kopf tells us ------------------------------------------------------------
+    # -- what the watches tell us -----------------------------------------------------
 
     def _on_schedule(self, key: Key, resource_version: str | None = None) -> None:
-        self.schedules_synced.set()
         if not self.view.is_echo(key, resource_version):  # our own write: nothing new
             self.loop.notify(key)
 
@@ -280,7 +272,7 @@ class Operator:
                     self.metrics.last_success.labels(*labels).set(success.timestamp())
 
     async def _notify_when_synced(self) -> None:
-        await self.schedules_synced.wait()
+        await self.schedules.ready.wait()
         await self.jobs.ready.wait()
         self.synced.set()
         self.election.changed.set()  # a leader that began before the indices sweeps now
@@ -297,6 +289,7 @@ class Operator:
             asyncio.create_task(self.events.run(stop), name="events"),
             asyncio.create_task(self._follow_leadership(stop), name="leadership"),
             asyncio.create_task(calibrate(self.clock, self.api, stop), name="clock"),
+            asyncio.create_task(self.schedules.run(stop), name="schedules"),
             asyncio.create_task(self.jobs.run(stop), name="jobs"),
             asyncio.create_task(self._follow_freezes(stop), name="freeze windows"),
         ]

@@ -1,4 +1,4 @@
-"""The leader's view of its schedules and Jobs: kopf's indices, made fresher by its own writes.
+"""The leader's view of its schedules and Jobs: the watched indices, made fresher by its own writes.
 
 Why it exists: the watch delivers our own writes a moment after they land. Deciding on
 the watch alone would claim on a stale resourceVersion (and lose a round to a 409) and
@@ -15,13 +15,14 @@ new leader starts with it cleared.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
 from punctual.core.jobs import JobSnapshot
 from punctual.kube.applying import Applied
-from punctual.kube.watching import JOBS_INDEX, SCHEDULES_INDEX, unpack, without_managed_fields
+from punctual.kube.following import without_managed_fields
+from punctual.kube.schedulewatching import unpack
 from punctual.runtime.scheduling import Key
 
 Body = dict[str, Any]
@@ -36,8 +37,9 @@ def _resource_version(body: Mapping[str, Any] | None) -> int:
 
 
 class LeaderView:
-    def __init__(self, index: Callable[[str], Any]) -> None:
-        self._index = index  # kopf's index by name: key -> store
+    def __init__(self, schedules: Mapping[Key, str], jobs: Mapping[str, list[JobSnapshot]]) -> None:
+        self._schedules = schedules  # packed bodies (kube.schedulewatching)
+        self._jobs = jobs  # a schedule uid's Jobs (kube.jobwatching)
         self.written: dict[Key, Body] = {}  # the schedule as our last write returned it
         self.created: dict[str, dict[str, JobSnapshot]] = {}  # schedule uid -> name -> Job
         self.deleted: dict[str, set[str]] = {}  # schedule uid -> names being deleted
@@ -55,7 +57,7 @@ class LeaderView:
         self.released.clear()
 
     def schedule_keys(self) -> list[Key]:
-        return list(self._index(SCHEDULES_INDEX))
+        return list(self._schedules)
 
     # -- what the watch says, filtered -----------------------------------------------
 
@@ -85,8 +87,7 @@ class LeaderView:
 
     def schedule(self, key: Key) -> Body | None:
         """The freshest body we know: the watch's, or our own last write if newer."""
-        index = self._index(SCHEDULES_INDEX)
-        packed = next(iter(index[key]), None) if key in index else None
+        packed = self._schedules.get(key)
         watched = unpack(packed) if packed is not None else None
         ours = self.written.get(key)
         if watched is None:
@@ -101,7 +102,7 @@ class LeaderView:
 
     def jobs(self, uid: str) -> list[JobSnapshot]:
         """The schedule's Jobs: the watch's, plus ours it has not delivered yet."""
-        seen = {j.name: j for j in self._index(JOBS_INDEX).get(uid, [])}
+        seen = {j.name: j for j in self._jobs.get(uid, [])}
         mine = self.created.get(uid, {})
         for name in [n for n in mine if n in seen]:
             del mine[name]  # the watch caught up
@@ -120,13 +121,12 @@ class LeaderView:
 
     def schedule_uids(self) -> set[str]:
         """The uids of every schedule in the index (parses each: for sweeps, not passes)."""
-        index = self._index(SCHEDULES_INDEX)
-        return {unpack(p)["metadata"]["uid"] for store in index.values() for p in store}
+        return {unpack(packed)["metadata"]["uid"] for packed in self._schedules.values()}
 
     def held_jobs(self) -> dict[str, list[JobSnapshot]]:
         """Jobs that carry our finalizer, by their schedule's uid."""
         held: dict[str, list[JobSnapshot]] = {}
-        for uid, store in self._index(JOBS_INDEX).items():
+        for uid, store in self._jobs.items():
             jobs = [j for j in store if j.held]
             if jobs:
                 held[uid] = jobs

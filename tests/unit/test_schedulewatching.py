@@ -1,0 +1,132 @@
+"""The schedule index without kopf: how it keeps a schedule (everything decisions read,
+nothing else), and what it tells of a list, a watch and a relist after 410 Gone."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from typing import Any
+
+from punctual.kube.schedulewatching import Key, ScheduleIndex, pack, unpack
+
+from .test_jobwatching import Script
+
+BODY: dict[str, Any] = {
+    "apiVersion": "punctual.dev/v1",
+    "kind": "CronSchedule",
+    "metadata": {
+        "name": "nightly",
+        "namespace": "team-a",
+        "uid": "4b1d",
+        "resourceVersion": "4711",
+        "generation": 3,
+        "annotations": {"punctual.dev/trigger": "req-1"},
+        "managedFields": [
+            {
+                "manager": "kubectl",
+                "operation": "Apply",
+                "fieldsType": "FieldsV1",
+                "fieldsV1": {"f:spec": {"f:schedule": {}, "f:jobTemplate": {"f:spec": {}}}},
+            }
+        ],
+    },
+    "spec": {"schedule": "0 2 * * *", "jobTemplate": {"spec": {"backoffLimit": 2}}},
+    "status": {"lastScheduledTime": "2026-11-25T02:00:00Z", "inFlight": []},
+}
+NS = "team-a"
+
+
+def deep_size(value: Any) -> int:
+    size = sys.getsizeof(value)
+    if isinstance(value, dict):
+        size += sum(deep_size(k) + deep_size(v) for k, v in value.items())
+    elif isinstance(value, list):
+        size += sum(deep_size(v) for v in value)
+    return size
+
+
+def test_packing_keeps_everything_but_managed_fields() -> None:
+    body = unpack(pack(BODY))
+    expected = {
+        **BODY,
+        "metadata": {k: v for k, v in BODY["metadata"].items() if k != "managedFields"},
+    }
+    assert body == expected
+    assert "managedFields" in BODY["metadata"]  # the event's body is left alone
+
+
+def test_unpacking_gives_a_fresh_body_each_time() -> None:
+    packed = pack(BODY)
+    first = unpack(packed)
+    first["status"]["inFlight"].append({"tick": "x"})
+    assert unpack(packed)["status"]["inFlight"] == []
+
+
+def test_a_packed_schedule_is_several_times_smaller_than_its_dicts() -> None:
+    packed = pack(BODY)
+    assert deep_size(unpack(packed)) > 3 * sys.getsizeof(packed)
+
+
+# -- the index, followed without kopf ---------------------------------------------------
+
+
+def schedule(name: str, rv: str, *, ns: str = NS) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "namespace": ns, "uid": f"uid-{name}", "resourceVersion": rv},
+        "spec": {"schedule": "* * * * *"},
+    }
+
+
+async def follow(script: Script) -> tuple[ScheduleIndex, list[tuple[Key, str | None]]]:
+    told: list[tuple[Key, str | None]] = []
+    index = ScheduleIndex(script, [NS], lambda key, version: told.append((key, version)))
+    stop = asyncio.Event()
+    task = asyncio.create_task(index.run(stop))
+    await asyncio.wait_for(index.ready.wait(), 1)
+    for _ in range(50):
+        await asyncio.sleep(0)
+    stop.set()
+    await task
+    return index, told
+
+
+async def test_every_change_and_deletion_is_told_with_its_resource_version() -> None:
+    script = Script(
+        lists=[[schedule("a", "5")]],
+        streams=[
+            [
+                {"type": "ADDED", "object": schedule("b", "11")},
+                {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "12"}}},
+                {"type": "MODIFIED", "object": schedule("a", "13")},
+                {"type": "DELETED", "object": schedule("b", "14")},
+            ],
+            [],
+        ],
+    )
+    index, told = await follow(script)
+    assert script.watched_from[:2] == ["10", "14"]
+    assert told == [((NS, "a"), "5"), ((NS, "b"), "11"), ((NS, "a"), "13"), ((NS, "b"), None)]
+    assert list(index) == [(NS, "a")]
+    assert unpack(index[(NS, "a")])["metadata"]["resourceVersion"] == "13"
+    assert index.uids == {(NS, "a"): "uid-a"}
+
+
+async def test_a_relist_after_gone_tells_only_what_differs() -> None:
+    script = Script(
+        lists=[
+            [schedule("a", "5"), schedule("b", "6"), schedule("c", "7")],
+            [schedule("a", "5"), schedule("c", "9")],  # b deleted, c changed meanwhile
+        ],
+        streams=[[{"type": "ERROR", "object": {"code": 410, "message": "too old"}}], []],
+    )
+    index, told = await follow(script)
+    assert told[3:] == [((NS, "c"), "9"), ((NS, "b"), None)]
+    assert sorted(index) == [(NS, "a"), (NS, "c")]
+
+
+async def test_a_held_schedule_keeps_no_managed_fields() -> None:
+    index, _ = await follow(
+        Script(lists=[[BODY | {"metadata": {**BODY["metadata"]}}]], streams=[[]])
+    )
+    [packed] = index.values()
+    assert "managedFields" not in unpack(packed)["metadata"]
