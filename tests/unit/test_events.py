@@ -1,5 +1,6 @@
-"""The Event queue: posting never blocks firing, a full queue drops the oldest, and a
-failed post is dropped quietly (Events are best effort)."""
+"""The Event queue: posting never blocks firing, Events wait (a while) for the creates in
+flight, a full queue drops the oldest, and a failed post is dropped quietly (Events are
+best effort)."""
 
 from __future__ import annotations
 
@@ -99,3 +100,34 @@ async def test_a_long_message_is_cut_to_the_api_limit() -> None:
     recorder.post(SCHEDULE, EventNote("Warning", "FailedCreate", "x" * 5000))
     await drain(recorder)
     assert len(sink.sent[0]["message"]) == 1024
+
+
+async def test_events_wait_while_jobs_are_being_created_then_go() -> None:
+    sink = EventSink()
+    recorder = EventRecorder(sink, clock=FixedClock(T0))
+    stop = asyncio.Event()
+    task = asyncio.create_task(recorder.run(stop))
+    with recorder.creating():
+        recorder.post(SCHEDULE, EventNote("Normal", "Created", "job"))
+        for _ in range(100):
+            await asyncio.sleep(0)
+        assert sink.sent == []  # a create is in flight: the API server is the firing's
+    for _ in range(100):
+        await asyncio.sleep(0)
+    assert [e["message"] for e in sink.sent] == ["job"]
+    stop.set()
+    await task
+
+
+async def test_an_event_waits_for_creates_at_most_a_while(monkeypatch: Any) -> None:
+    monkeypatch.setattr("punctual.kube.events.YIELD_AT_MOST", 0.05)
+    sink = EventSink()
+    recorder = EventRecorder(sink, clock=FixedClock(T0))
+    stop = asyncio.Event()
+    task = asyncio.create_task(recorder.run(stop))
+    with recorder.creating():  # a sustained load: creates never stop
+        recorder.post(SCHEDULE, EventNote("Normal", "Created", "job"))
+        await asyncio.sleep(0.2)
+        assert [e["message"] for e in sink.sent] == ["job"]
+    stop.set()
+    await task

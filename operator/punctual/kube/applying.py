@@ -204,7 +204,8 @@ class Applier:
         namespace, name, uid = meta["namespace"], meta["name"], meta["uid"]
         await self._guard()
         try:
-            created = await self._call(self.api.create(jobs_path(namespace), create.body))
+            with self.events.creating():
+                created = await self._call(self.api.create(jobs_path(namespace), create.body))
         except AlreadyExists:
             await self._adopt(namespace, name, uid, create, applied)
             return

@@ -3,7 +3,10 @@
 Why it exists: a skipped, missed, replaced or failed tick must never pass in silence,
 but posting an Event must never delay a firing or take the operator down. Events go
 into a bounded queue that one background task drains; when the queue is full (an
-API server in trouble), the oldest notes are dropped and counted.
+API server in trouble), the oldest notes are dropped and counted. The drain yields to
+the Job creates in flight (the applier says when it creates, `creating()`): in a herd
+the API server is the limit, and an Event posted then delays a firing. A note waits
+for them at most YIELD_AT_MOST, so a sustained load never starves the Events.
 
 What it must never do: raise into the caller, or block it.
 """
@@ -11,9 +14,10 @@ What it must never do: raise into the caller, or block it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from punctual.clocks import Clock
@@ -24,6 +28,7 @@ from punctual.kube.client import Api, ApiError
 logger = logging.getLogger(__name__)
 
 COMPONENT = "punctual"
+YIELD_AT_MOST = 5.0  # seconds an Event waits for the Job creates in flight
 
 
 class EventRecorder:
@@ -33,6 +38,21 @@ class EventRecorder:
         self._queue: asyncio.Queue[tuple[dict[str, Any], EventNote]] = asyncio.Queue(capacity)
         self.dropped = 0
         self.posted = 0
+        self._creates = 0  # Job creates in flight
+        self._idle = asyncio.Event()  # set while no create is in flight
+        self._idle.set()
+
+    @contextlib.contextmanager
+    def creating(self) -> Iterator[None]:
+        """Around a Job create: Events wait while any is in flight (at most YIELD_AT_MOST)."""
+        self._creates += 1
+        self._idle.clear()
+        try:
+            yield
+        finally:
+            self._creates -= 1
+            if self._creates == 0:
+                self._idle.set()
 
     def post(self, obj: Mapping[str, Any], note: EventNote) -> None:
         meta = obj["metadata"]
@@ -60,6 +80,9 @@ class EventRecorder:
                 getter.cancel()
                 return
             ref, note = getter.result()
+            if not self._idle.is_set():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._idle.wait(), YIELD_AT_MOST)
             await self._send(ref, note)
 
     async def _send(self, ref: dict[str, Any], note: EventNote) -> None:
