@@ -22,24 +22,32 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from enum import Enum
-from typing import Any, Final, Literal
+from typing import Any, Final
 
 from pydantic import ValidationError
 
 from punctual.core.backfilling import BACKFILL_ANNOTATION, advance, begin, covers
+from punctual.core.drafting import (
+    Candidate,
+    Draft,
+    EventNote,
+    EventType,
+    Schedule,
+    record_skip,
+    set_condition,
+    trigger_fields,
+)
 from punctual.core.freezing import Freeze, FreezeAction, ended_between, holding
 from punctual.core.jobs import JobSnapshot, JobState, build_job, manual_job_name
 from punctual.core.models import (
     MAX_RECENT_FIRINGS,
     ActiveJob,
-    Backfill,
     BackfillState,
     BufferedTick,
     ConcurrencyPolicy,
-    Condition,
     CronScheduleSpec,
     CronScheduleStatus,
     FiringOutcome,
@@ -72,8 +80,21 @@ RESUME_ANNOTATION: Final = "punctual.dev/resume"
 # How soon to look again at a schedule whose claims are not yet seen as Jobs.
 IN_FLIGHT_RECHECK: Final = timedelta(seconds=2)
 
-
-EventType = Literal["Normal", "Warning"]
+# The public surface: a Decision and what it holds. EventNote is defined in `drafting`,
+# with the other pieces a decision is assembled from, and exported from here.
+__all__ = [
+    "IN_FLIGHT_RECHECK",
+    "RESUME_ANNOTATION",
+    "TRIGGER_ANNOTATION",
+    "Decision",
+    "Deferral",
+    "EventNote",
+    "JobToCreate",
+    "JobToDelete",
+    "JobToRelease",
+    "Leadership",
+    "decide",
+]
 
 
 class Deferral(Enum):
@@ -86,15 +107,6 @@ class Deferral(Enum):
     # Its only change: claims whose Jobs are now seen leave inFlight. Never worth a
     # write of its own; the next write carries it (and recovery finds the Jobs).
     RESOLVES_CLAIMS_ONLY = "resolves-claims-only"
-
-
-@dataclass(frozen=True, slots=True)
-class EventNote:
-    """A Kubernetes Event to post about the schedule once the Decision is applied."""
-
-    type: EventType
-    reason: str
-    message: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,49 +178,6 @@ class Leadership:
 
 
 @dataclass(frozen=True, slots=True)
-class Candidate:
-    """A Job this decision may create: for a scheduled tick, or for a manual trigger."""
-
-    job: str
-    tick: datetime
-    manual: bool = False
-    request: str | None = None  # the trigger's request id, when it is still known
-    kind: FiringKind = FiringKind.SCHEDULED  # told to the workload (PUNCTUAL_FIRING)
-    trigger: TriggerRequest | None = None  # a manual trigger's request, when still known
-
-
-@dataclass(frozen=True, slots=True)
-class _Schedule:
-    """What one decision reads of the schedule and its Jobs."""
-
-    name: str
-    uid: str
-    generation: int
-    annotations: Mapping[str, str]
-    created: datetime
-    old: CronScheduleStatus
-    ours: tuple[JobSnapshot, ...]  # the Jobs this schedule owns
-    by_name: Mapping[str, JobSnapshot]
-
-    @property
-    def live(self) -> list[JobSnapshot]:
-        return [j for j in self.ours if j.active]
-
-
-@dataclass(slots=True)
-class _Draft:
-    """The status being assembled for one decision."""
-
-    status: CronScheduleStatus
-    epoch: int
-    firings: list[RecordedFiring] = field(default_factory=list)
-    skips: list[str] = field(default_factory=list)  # metric label per concurrency skip
-    events: list[EventNote] = field(default_factory=list)
-    buffered: list[BufferedTick] | None = None  # status.buffered after this decision
-    backfill: Backfill | None = None  # status.backfill after this decision
-
-
-@dataclass(frozen=True, slots=True)
 class _Hold:
     """pauseOnFailure in this decision: the failure count, and whether firing is paused."""
 
@@ -272,7 +241,7 @@ def decide(
 
 def _effective(
     spec: CronScheduleSpec,
-    schedule: _Schedule,
+    schedule: Schedule,
     frozen: Sequence[Freeze],
     *,
     paused: bool,
@@ -295,7 +264,7 @@ def _effective(
 
 def _decide_firings(
     body: Mapping[str, Any],
-    schedule: _Schedule,
+    schedule: Schedule,
     spec: CronScheduleSpec,
     plan: TickPlan,
     hold: _Hold,
@@ -306,7 +275,7 @@ def _decide_firings(
 ) -> Decision:
     """Steps 3 to 10, for a valid spec and its plan."""
     old = schedule.old
-    draft = _Draft(status=old, epoch=leadership.epoch)
+    draft = Draft(status=old, epoch=leadership.epoch)
     ahead = _claimed_ahead(schedule)
     _record_fired_ahead(schedule, ahead, draft)
     in_flight, recovering = _recover_claims(schedule, ahead)  # 3.
@@ -379,7 +348,7 @@ def _decide_firings(
 
 
 def _count_runs(
-    spec: CronScheduleSpec, old: CronScheduleStatus, plan: TickPlan, draft: _Draft
+    spec: CronScheduleSpec, old: CronScheduleStatus, plan: TickPlan, draft: Draft
 ) -> tuple[int | None, TickPlan]:
     """Count the scheduled ticks fired in this decision under maxRuns (manual triggers do
     not count), and finish the plan when none is left: no next tick, none claimed ahead.
@@ -405,7 +374,7 @@ def _count_runs(
     return runs, replace(plan, upcoming=plan.upcoming[:left])
 
 
-def _release(schedule: _Schedule) -> tuple[list[JobToRelease], bool]:
+def _release(schedule: Schedule) -> tuple[list[JobToRelease], bool]:
     """Held Jobs that are being deleted (by a person, a TTL, garbage collection): their
     finalizer goes once their firing is recorded in the written status. True when one of
     them is still in flight as written: this decision's status, which resolves that
@@ -416,7 +385,7 @@ def _release(schedule: _Schedule) -> tuple[list[JobToRelease], bool]:
     return release, any(j.name in written_claims for j in going)
 
 
-def _skip_counts(plan: TickPlan, draft: _Draft) -> tuple[tuple[str, int], ...]:
+def _skip_counts(plan: TickPlan, draft: Draft) -> tuple[tuple[str, int], ...]:
     """Skipped ticks by reason, for the metric: concurrency skips and missedRunPolicy=Skip."""
     by_policy = tuple(("missedRunPolicy=Skip", group.count) for group in plan.skipped)
     return tuple(Counter(draft.skips).items()) + by_policy
@@ -431,7 +400,7 @@ def _newly_failed(before: Sequence[RecordedFiring], after: Sequence[RecordedFiri
     )
 
 
-def _read(body: Mapping[str, Any], jobs: Sequence[JobSnapshot]) -> _Schedule:
+def _read(body: Mapping[str, Any], jobs: Sequence[JobSnapshot]) -> Schedule:
     meta = body["metadata"]
     uid = str(meta["uid"])
     try:
@@ -439,7 +408,7 @@ def _read(body: Mapping[str, Any], jobs: Sequence[JobSnapshot]) -> _Schedule:
     except ValidationError:
         old = CronScheduleStatus()  # an unreadable status is rebuilt, never a crash
     ours = tuple(j for j in jobs if j.schedule_uid == uid)
-    return _Schedule(
+    return Schedule(
         name=str(meta["name"]),
         uid=uid,
         generation=int(meta.get("generation") or 0),
@@ -451,7 +420,7 @@ def _read(body: Mapping[str, Any], jobs: Sequence[JobSnapshot]) -> _Schedule:
     )
 
 
-def _claimed_ahead(schedule: _Schedule) -> dict[str, InFlightClaim]:
+def _claimed_ahead(schedule: Schedule) -> dict[str, InFlightClaim]:
     """Claims made ahead of their tick: scheduled (not manual) ticks beyond the cursor.
 
     They are not recovered as in-flight claims: their tick is decided with the due
@@ -467,13 +436,13 @@ def _claimed_ahead(schedule: _Schedule) -> dict[str, InFlightClaim]:
     }
 
 
-def _fired_ahead(schedule: _Schedule, ahead: Mapping[str, InFlightClaim]) -> list[InFlightClaim]:
+def _fired_ahead(schedule: Schedule, ahead: Mapping[str, InFlightClaim]) -> list[InFlightClaim]:
     """Claims made ahead whose Job exists: created at their tick by a pass whose status
     write was left for later."""
     return sorted((c for c in ahead.values() if c.job in schedule.by_name), key=lambda c: c.tick)
 
 
-def _fired_cursor(schedule: _Schedule, ahead: Mapping[str, InFlightClaim]) -> datetime | None:
+def _fired_cursor(schedule: Schedule, ahead: Mapping[str, InFlightClaim]) -> datetime | None:
     """The cursor as it really is: the written one, or the newest tick fired on a claim
     made ahead. Planning from the written one alone would count those ticks again, and
     call them missed (superseded) under RunLatest."""
@@ -483,7 +452,7 @@ def _fired_cursor(schedule: _Schedule, ahead: Mapping[str, InFlightClaim]) -> da
 
 
 def _record_fired_ahead(
-    schedule: _Schedule, ahead: Mapping[str, InFlightClaim], draft: _Draft
+    schedule: Schedule, ahead: Mapping[str, InFlightClaim], draft: Draft
 ) -> None:
     """Record the ticks fired on claims made ahead, with the epoch that claimed them."""
     cursor = schedule.old.last_scheduled_time
@@ -497,7 +466,7 @@ def _record_fired_ahead(
 
 
 def _recover_claims(
-    schedule: _Schedule, ahead: Mapping[str, InFlightClaim]
+    schedule: Schedule, ahead: Mapping[str, InFlightClaim]
 ) -> tuple[list[InFlightClaim], list[Candidate]]:
     """3. Claims in flight whose Job is not seen: created again (the claim was written,
     the create may not have happened: a crash, a 5xx). Seen ones are resolved."""
@@ -519,7 +488,7 @@ def _recover_claims(
 
 
 def _due(
-    schedule: _Schedule, plan: TickPlan, ahead: Mapping[str, InFlightClaim], draft: _Draft
+    schedule: Schedule, plan: TickPlan, ahead: Mapping[str, InFlightClaim], draft: Draft
 ) -> list[Candidate]:
     """4. The due ticks. One whose Job exists was created on its claim made ahead, by
     a pass whose status write was left for later: it is recorded, not created."""
@@ -536,7 +505,7 @@ def _due(
     return due
 
 
-def _manual_trigger(schedule: _Schedule, now: datetime, draft: _Draft) -> Candidate | None:
+def _manual_trigger(schedule: Schedule, now: datetime, draft: Draft) -> Candidate | None:
     """A trigger annotation with a request id not seen before fires once, now (see
     `triggers` for its two spellings). One that cannot be honoured is reported once."""
     value = schedule.annotations.get(TRIGGER_ANNOTATION)
@@ -553,14 +522,14 @@ def _manual_trigger(schedule: _Schedule, now: datetime, draft: _Draft) -> Candid
     return Candidate(name, now, True, asked.request, FiringKind.MANUAL, asked)
 
 
-def _handled_trigger(schedule: _Schedule) -> str | None:
+def _handled_trigger(schedule: Schedule) -> str | None:
     """status.lastTrigger: the request id of the trigger annotation, handled in this
     decision or before (fired, skipped, or refused as unreadable)."""
     value = schedule.annotations.get(TRIGGER_ANNOTATION)
     return request_id(value) if value else schedule.old.last_trigger
 
 
-def _asked(schedule: _Schedule, request: str | None) -> TriggerRequest | None:
+def _asked(schedule: Schedule, request: str | None) -> TriggerRequest | None:
     """The request `request` as the annotation still spells it, if it still does."""
     value = schedule.annotations.get(TRIGGER_ANNOTATION)
     if request is None or not value:
@@ -572,19 +541,7 @@ def _asked(schedule: _Schedule, request: str | None) -> TriggerRequest | None:
     return asked if asked.request == request else None
 
 
-def _trigger_fields(candidate: Candidate) -> dict[str, Any]:
-    """What a manual firing records of its request in status.recentFirings."""
-    asked = candidate.trigger
-    if asked is None:
-        return {}
-    return {
-        "triggered_by": asked.triggered_by,
-        "trigger_reason": asked.trigger_reason,
-        "concurrency_policy": asked.concurrency_policy,
-    }
-
-
-def _report_clashes(schedule: _Schedule, spec: CronScheduleSpec, draft: _Draft) -> None:
+def _report_clashes(schedule: Schedule, spec: CronScheduleSpec, draft: Draft) -> None:
     """A jobTemplate that sets one of Punctual's variables itself keeps its value, and
     says so in one Warning Event per generation of the schedule: in the decision that
     first writes that generation as status.observedGeneration. That write is fenced,
@@ -601,7 +558,7 @@ def _claim(
     creates: Sequence[Candidate],
     in_flight: list[InFlightClaim],
     ahead: Mapping[str, InFlightClaim],
-    draft: _Draft,
+    draft: Draft,
 ) -> list[str]:
     """5. Put the chosen candidates in flight and record them; return the Jobs whose
     claim is new in this write (not recovered, not claimed ahead before)."""
@@ -625,13 +582,13 @@ def _claim(
                 epoch=draft.epoch,
                 manual=candidate.manual,
                 backfill=backfill,
-                **_trigger_fields(candidate),
+                **trigger_fields(candidate),
             )
         )
     return [c.job for c in creates if c.job not in recovered and c.job not in ahead]
 
 
-def _record_missed_and_skipped(plan: TickPlan, draft: _Draft) -> None:
+def _record_missed_and_skipped(plan: TickPlan, draft: Draft) -> None:
     """6. Missed and skipped ticks are recorded with their reasons and counts."""
     for group in (*plan.missed, *plan.skipped):
         noun = "tick" if group.count == 1 else "ticks"
@@ -658,7 +615,7 @@ def _record_missed_and_skipped(plan: TickPlan, draft: _Draft) -> None:
 
 
 def _claim_next_tick(
-    schedule: _Schedule,
+    schedule: Schedule,
     plan: TickPlan,
     in_flight: list[InFlightClaim],
     ahead: Mapping[str, InFlightClaim],
@@ -678,9 +635,9 @@ def _claim_next_tick(
 
 
 def _new_status(
-    schedule: _Schedule,
+    schedule: Schedule,
     plan: TickPlan,
-    draft: _Draft,
+    draft: Draft,
     *,
     creates: Sequence[Candidate],
     in_flight: Sequence[InFlightClaim],
@@ -736,9 +693,9 @@ def _new_status(
 
 
 def _deferral(
-    schedule: _Schedule,
+    schedule: Schedule,
     plan: TickPlan,
-    draft: _Draft,
+    draft: Draft,
     new_status: Mapping[str, Any],
     in_flight: Sequence[InFlightClaim],
     ahead: Mapping[str, InFlightClaim],
@@ -893,7 +850,7 @@ def _apply_concurrency(
     policy: ConcurrencyPolicy,
     wanted: list[Candidate],
     live: list[JobSnapshot],
-    draft: _Draft,
+    draft: Draft,
     *,
     recovering: set[str],
 ) -> tuple[list[Candidate], list[JobToDelete]]:
@@ -910,13 +867,13 @@ def _apply_concurrency(
         chosen = [] if running else fresh[:1]
         blocker = running[0] if running else fresh[0].job
         for candidate in fresh[len(chosen) :]:
-            _record_skip(draft, candidate, f"concurrencyPolicy Forbid: Job {blocker} still runs")
+            record_skip(draft, candidate, f"concurrencyPolicy Forbid: Job {blocker} still runs")
         return finishing + chosen, []
     # Replace: the newest candidate replaces everything running.
     newest = max(fresh, key=lambda c: c.tick)
     for candidate in fresh:
         if candidate.job != newest.job:
-            _record_skip(draft, candidate, f"concurrencyPolicy Replace: superseded by {newest.job}")
+            record_skip(draft, candidate, f"concurrencyPolicy Replace: superseded by {newest.job}")
     replace = [JobToDelete(j.name, j.uid, f"replaced by {newest.job}", j.held) for j in live]
     for job in replace:
         draft.events.append(
@@ -927,9 +884,9 @@ def _apply_concurrency(
 
 def _apply_buffer(
     spec: CronScheduleSpec,
-    schedule: _Schedule,
+    schedule: Schedule,
     wanted: list[Candidate],
-    draft: _Draft,
+    draft: Draft,
     *,
     recovering: set[str],
     now: datetime,
@@ -984,7 +941,7 @@ def _apply_buffer(
             if spec.concurrency_policy is ConcurrencyPolicy.BUFFER_ONE
             else f"concurrencyPolicy BufferAll: the buffer is full (maxBuffered {room})"
         )
-        _record_skip(draft, candidate, why)
+        record_skip(draft, candidate, why)
     for candidate in kept:
         if candidate.job not in old_buffer:
             draft.events.append(
@@ -998,16 +955,16 @@ def _apply_buffer(
     return finishing + chosen
 
 
-def _drop_buffer(schedule: _Schedule, spec: CronScheduleSpec, draft: _Draft) -> None:
+def _drop_buffer(schedule: Schedule, spec: CronScheduleSpec, draft: Draft) -> None:
     """Ticks still buffered when the policy stops buffering are skipped, and said so."""
     for entry in schedule.old.buffered or []:
         if entry.job not in schedule.by_name:
             candidate = Candidate(entry.job, entry.tick, entry.manual)
-            _record_skip(draft, candidate, f"concurrencyPolicy {spec.concurrency_policy.value}: "
+            record_skip(draft, candidate, f"concurrencyPolicy {spec.concurrency_policy.value}: "
                          "no longer buffered")  # fmt: skip
 
 
-def _buffer_deadline(spec: CronScheduleSpec, draft: _Draft) -> datetime | None:
+def _buffer_deadline(spec: CronScheduleSpec, draft: Draft) -> datetime | None:
     """When the oldest buffered scheduled tick would pass startingDeadlineSeconds."""
     deadline = spec.starting_deadline_seconds
     ticks = [b.tick for b in draft.buffered or [] if not b.manual]
@@ -1016,7 +973,7 @@ def _buffer_deadline(spec: CronScheduleSpec, draft: _Draft) -> datetime | None:
     return min(ticks) + timedelta(seconds=deadline, microseconds=1)
 
 
-def _hold(schedule: _Schedule, spec: CronScheduleSpec) -> _Hold:
+def _hold(schedule: Schedule, spec: CronScheduleSpec) -> _Hold:
     """pauseOnFailure: count the failed Jobs in a row (scheduled, manual and backfill
     alike, in tick order; a success resets the count) and decide whether firing is
     paused. A pause ends only by a resume request (`punctual resume`) or by removing
@@ -1067,7 +1024,7 @@ def _with_hold(
     *,
     now: datetime,
     generation: int,
-    draft: _Draft,
+    draft: Draft,
 ) -> CronScheduleStatus:
     """The Paused condition, the failure count and the last resume request handled."""
     conditions = list(status.conditions)
@@ -1083,7 +1040,7 @@ def _with_hold(
             f"{hold.failures} Jobs failed in a row ({jobs}); "
             f"`punctual resume {name}` resumes firing"
         )
-        if _set_condition(
+        if set_condition(
             conditions,
             kind="Paused",
             status="True",
@@ -1093,7 +1050,7 @@ def _with_hold(
             generation=generation,
         ):
             draft.events.append(EventNote("Warning", "Paused", f"Firing paused: {message}"))
-        _set_condition(
+        set_condition(
             conditions,
             kind="Ready",
             status="False",
@@ -1106,7 +1063,7 @@ def _with_hold(
         before = next((c.reason for c in conditions if c.type == "Paused"), None)
         reason = "Resumed" if hold.resumed is not None or before == "Resumed" else "Firing"
         if (
-            _set_condition(
+            set_condition(
                 conditions,
                 kind="Paused",
                 status="False",
@@ -1124,10 +1081,10 @@ def _with_hold(
 def _with_freshness(
     status: CronScheduleStatus,
     spec: CronScheduleSpec,
-    schedule: _Schedule,
+    schedule: Schedule,
     *,
     now: datetime,
-    draft: _Draft,
+    draft: Draft,
 ) -> tuple[CronScheduleStatus, datetime | None]:
     """successDeadlineSeconds: Stale when the first tick after the newest successful Job's
     tick (or after creation) is older than the deadline with no Job of it, or of a later
@@ -1152,14 +1109,14 @@ def _with_freshness(
             f"no Job of tick {format_time(first)} or later has succeeded within "
             f"successDeadlineSeconds {deadline} (by {format_time(due)})"
         )
-        if _set_condition(
+        if set_condition(
             conditions, kind="Stale", status="True", reason="NoSuccess", message=message,
             now=now, generation=schedule.generation,
         ):  # fmt: skip
             draft.events.append(EventNote("Warning", "Stale", message))
         wake = None
     else:
-        _set_condition(
+        set_condition(
             conditions, kind="Stale", status="False", reason="Fresh", message="",
             now=now, generation=schedule.generation,
         )  # fmt: skip
@@ -1168,10 +1125,10 @@ def _with_freshness(
 
 
 def _backfill(
-    schedule: _Schedule,
+    schedule: Schedule,
     spec: CronScheduleSpec,
     creates: Sequence[Candidate],
-    draft: _Draft,
+    draft: Draft,
     *,
     now: datetime,
 ) -> tuple[list[Candidate], datetime | None]:
@@ -1212,7 +1169,7 @@ def _backfill(
     return fills, step.wake
 
 
-def _skip_frozen(due: list[Candidate], frozen: Sequence[Freeze], draft: _Draft) -> list[Candidate]:
+def _skip_frozen(due: list[Candidate], frozen: Sequence[Freeze], draft: Draft) -> list[Candidate]:
     """Due ticks inside a Skip freeze window are skipped, the window named as the reason."""
     kept = []
     for candidate in due:
@@ -1222,7 +1179,7 @@ def _skip_frozen(due: list[Candidate], frozen: Sequence[Freeze], draft: _Draft) 
         else:
             freeze, until = held
             reason = f"FreezeWindow {freeze.name}: Skip until {format_time(until)}"
-            _record_skip(draft, candidate, reason)
+            record_skip(draft, candidate, reason)
     return kept
 
 
@@ -1232,7 +1189,7 @@ def _with_frozen(
     *,
     now: datetime,
     generation: int,
-    draft: _Draft,
+    draft: Draft,
 ) -> CronScheduleStatus:
     """The Frozen condition: True while a FreezeWindow holds the schedule, naming it."""
     conditions = list(status.conditions)
@@ -1244,12 +1201,12 @@ def _with_frozen(
         freeze, until = held
         verb = "skips" if freeze.action is FreezeAction.SKIP else "defers"
         message = f"FreezeWindow {freeze.name} {verb} ticks until {format_time(until)}"
-        if _set_condition(
+        if set_condition(
             conditions, kind="Frozen", status="True", reason=freeze.action.value,
             message=message, now=now, generation=generation,
         ):  # fmt: skip
             draft.events.append(EventNote("Normal", "Frozen", message))
-    elif _set_condition(
+    elif set_condition(
         conditions, kind="Frozen", status="False", reason="NoFreeze", message="",
         now=now, generation=generation,
     ):  # fmt: skip
@@ -1273,7 +1230,7 @@ def _apply_overrides(
     creates: list[Candidate],
     replace: list[JobToDelete],
     live: list[JobSnapshot],
-    draft: _Draft,
+    draft: Draft,
 ) -> tuple[list[Candidate], list[JobToDelete]]:
     """5. A manual trigger that asked for its own concurrencyPolicy is decided after the
     others, under its policy, against the Jobs still running and those this decision
@@ -1291,23 +1248,6 @@ def _apply_overrides(
         )
         replace = [*replace, *more]
     return creates, replace
-
-
-def _record_skip(draft: _Draft, candidate: Candidate, reason: str) -> None:
-    draft.skips.append(reason.split(":", 1)[0].replace(" ", "="))  # concurrencyPolicy=Forbid
-    draft.firings.append(
-        RecordedFiring(
-            tick=candidate.tick,
-            outcome=FiringOutcome.SKIPPED,
-            epoch=draft.epoch,
-            reason=reason,
-            manual=candidate.manual,
-            **_trigger_fields(candidate),
-        )
-    )
-    draft.events.append(
-        EventNote("Normal", "Skipped", f"Tick {format_time(candidate.tick)}: {reason}")
-    )
 
 
 def _with_outcome(
@@ -1350,44 +1290,8 @@ def _prune(
     return prune
 
 
-def _set_condition(
-    conditions: list[Condition],
-    *,
-    kind: str,
-    status: Literal["True", "False", "Unknown"],
-    reason: str,
-    message: str,
-    now: datetime,
-    generation: int,
-) -> bool:
-    """Set one condition in place; True if its status changed (a transition)."""
-    for i, cond in enumerate(conditions):
-        if cond.type == kind:
-            changed = cond.status != status
-            conditions[i] = Condition(
-                type=kind,
-                status=status,
-                reason=reason,
-                message=message,
-                last_transition_time=now if changed else cond.last_transition_time,
-                observed_generation=generation,
-            )
-            return changed
-    conditions.append(
-        Condition(
-            type=kind,
-            status=status,
-            reason=reason,
-            message=message,
-            last_transition_time=now,
-            observed_generation=generation,
-        )
-    )
-    return True
-
-
 def _with_finished(
-    status: CronScheduleStatus, plan: TickPlan, *, now: datetime, generation: int, draft: _Draft
+    status: CronScheduleStatus, plan: TickPlan, *, now: datetime, generation: int, draft: Draft
 ) -> CronScheduleStatus:
     """The Finished condition, for a schedule with endTime or maxRuns (or that had one):
     True once no tick is left (EndTimeReached, MaxRunsReached), with one Event; Ready
@@ -1399,7 +1303,7 @@ def _with_finished(
         return status
     reason = plan.finished
     if reason is None:
-        _set_condition(
+        set_condition(
             conditions,
             kind="Finished",
             status="False",
@@ -1414,7 +1318,7 @@ def _with_finished(
         if reason == MAX_RUNS_REACHED
         else "no tick is left before spec.endTime"
     )
-    if _set_condition(
+    if set_condition(
         conditions,
         kind="Finished",
         status="True",
@@ -1424,7 +1328,7 @@ def _with_finished(
         generation=generation,
     ):
         draft.events.append(EventNote("Normal", "Finished", f"Finished: {message}"))
-    _set_condition(
+    set_condition(
         conditions,
         kind="Ready",
         status="False",
@@ -1451,10 +1355,10 @@ def _with_conditions(
     now: datetime,
     generation: int,
     suspension: tuple[str, str] | None,
-    draft: _Draft,
+    draft: Draft,
 ) -> CronScheduleStatus:
     conditions = list(status.conditions)
-    _set_condition(
+    set_condition(
         conditions,
         kind="InvalidSpec",
         status="False",
@@ -1471,7 +1375,7 @@ def _with_conditions(
         ready_reason = "Scheduled"
         ready_message = f"next tick {format_time(nxt)}" if nxt else "no further tick"
     was_suspended = any(c.type == "Suspended" and c.status == "True" for c in conditions)
-    if _set_condition(
+    if set_condition(
         conditions,
         kind="Suspended",
         status="True" if suspended else "False",
@@ -1487,7 +1391,7 @@ def _with_conditions(
                 "Firing paused" if suspended else "Firing resumed",
             )
         )
-    _set_condition(
+    set_condition(
         conditions,
         kind="Ready",
         status="False" if suspended else "True",
@@ -1500,7 +1404,7 @@ def _with_conditions(
 
 
 def _invalid(
-    schedule: _Schedule,
+    schedule: Schedule,
     reason: str,
     *,
     now: datetime,
@@ -1509,7 +1413,7 @@ def _invalid(
     """An unusable spec: say so in conditions and one Event; fire nothing."""
     old, generation = schedule.old, schedule.generation
     conditions = list(old.conditions)
-    became_invalid = _set_condition(
+    became_invalid = set_condition(
         conditions,
         kind="InvalidSpec",
         status="True",
@@ -1518,7 +1422,7 @@ def _invalid(
         now=now,
         generation=generation,
     )
-    _set_condition(
+    set_condition(
         conditions,
         kind="Ready",
         status="False",
