@@ -29,12 +29,14 @@ from typing import Any, Final
 
 from pydantic import ValidationError
 
+from punctual.core import overlapping
 from punctual.core.backfilling import BACKFILL_ANNOTATION, advance, begin, covers
 from punctual.core.drafting import (
     Candidate,
     Draft,
     EventNote,
     EventType,
+    JobToDelete,
     Schedule,
     record_skip,
     set_condition,
@@ -46,8 +48,6 @@ from punctual.core.models import (
     MAX_RECENT_FIRINGS,
     ActiveJob,
     BackfillState,
-    BufferedTick,
-    ConcurrencyPolicy,
     CronScheduleSpec,
     CronScheduleStatus,
     FiringOutcome,
@@ -80,8 +80,9 @@ RESUME_ANNOTATION: Final = "punctual.dev/resume"
 # How soon to look again at a schedule whose claims are not yet seen as Jobs.
 IN_FLIGHT_RECHECK: Final = timedelta(seconds=2)
 
-# The public surface: a Decision and what it holds. EventNote is defined in `drafting`,
-# with the other pieces a decision is assembled from, and exported from here.
+# The public surface: a Decision and what it holds. EventNote and JobToDelete are
+# defined in `drafting`, with the other pieces a decision is assembled from (the rules of
+# `overlapping` make JobToDelete too), and exported from here.
 __all__ = [
     "IN_FLIGHT_RECHECK",
     "RESUME_ANNOTATION",
@@ -116,14 +117,6 @@ class JobToCreate:
     body: dict[str, Any]
     manual: bool = False
     fire_at: datetime | None = None  # tick plus jitter: where firing lag is measured from
-
-
-@dataclass(frozen=True, slots=True)
-class JobToDelete:
-    name: str
-    uid: str
-    reason: str
-    held: bool = False  # it carries our finalizer: released right after the delete
 
 
 @dataclass(frozen=True, slots=True)
@@ -284,17 +277,21 @@ def _decide_firings(
     due = _skip_frozen(_due(schedule, plan, ahead, draft), frozen, draft)
     wanted = recovering + due + ([trigger] if trigger else [])
     recovered = {c.job for c in in_flight}
-    overriding = _overriding(wanted, recovered)  # a trigger with its own policy
+    overriding = overlapping.overriding(wanted, recovered)  # a trigger with its own policy
     rest = [c for c in wanted if c not in overriding]
     replace: list[JobToDelete] = []
     if spec.concurrency_policy.buffers:  # 5.
-        creates = _apply_buffer(spec, schedule, rest, draft, recovering=recovered, now=now)
+        creates = overlapping.apply_buffer(
+            spec, schedule, rest, draft, recovering=recovered, now=now
+        )
     else:
-        _drop_buffer(schedule, spec, draft)
-        creates, replace = _apply_concurrency(
+        overlapping.drop_buffer(schedule, spec, draft)
+        creates, replace = overlapping.apply_concurrency(
             spec.concurrency_policy, rest, schedule.live, draft, recovering=recovered
         )
-    creates, replace = _apply_overrides(overriding, creates, replace, schedule.live, draft)
+    creates, replace = overlapping.apply_overrides(
+        overriding, creates, replace, schedule.live, draft
+    )
     fills, backfill_wake = _backfill(schedule, spec, creates, draft, now=now)
     creates = [*creates, *fills]
     fresh = _claim(creates, in_flight, ahead, draft)
@@ -342,7 +339,12 @@ def _decide_firings(
         skipped=_skip_counts(plan, draft),
         newly_failed=_newly_failed(old.recent_firings, history),
         next_wake=_next_wake(
-            plan, in_flight, now, _buffer_deadline(spec, draft), fresh_until, backfill_wake
+            plan,
+            in_flight,
+            now,
+            overlapping.buffer_deadline(spec, draft),
+            fresh_until,
+            backfill_wake,
         ),
     )
 
@@ -846,133 +848,6 @@ def _without(status: Mapping[str, Any], *keys: str) -> dict[str, Any]:
     return {k: v for k, v in status.items() if k not in keys}
 
 
-def _apply_concurrency(
-    policy: ConcurrencyPolicy,
-    wanted: list[Candidate],
-    live: list[JobSnapshot],
-    draft: Draft,
-    *,
-    recovering: set[str],
-) -> tuple[list[Candidate], list[JobToDelete]]:
-    """5. Which candidates to create, and which running Jobs Replace deletes first."""
-    if policy is ConcurrencyPolicy.ALLOW or not wanted:
-        return wanted, []
-    # Claims being finished were decided before; they are created whatever the policy.
-    finishing = [c for c in wanted if c.job in recovering]
-    fresh = [c for c in wanted if c.job not in recovering]
-    if not fresh:
-        return finishing, []
-    if policy is ConcurrencyPolicy.FORBID:
-        running = [j.name for j in live] + [c.job for c in finishing]
-        chosen = [] if running else fresh[:1]
-        blocker = running[0] if running else fresh[0].job
-        for candidate in fresh[len(chosen) :]:
-            record_skip(draft, candidate, f"concurrencyPolicy Forbid: Job {blocker} still runs")
-        return finishing + chosen, []
-    # Replace: the newest candidate replaces everything running.
-    newest = max(fresh, key=lambda c: c.tick)
-    for candidate in fresh:
-        if candidate.job != newest.job:
-            record_skip(draft, candidate, f"concurrencyPolicy Replace: superseded by {newest.job}")
-    replace = [JobToDelete(j.name, j.uid, f"replaced by {newest.job}", j.held) for j in live]
-    for job in replace:
-        draft.events.append(
-            EventNote("Normal", "Replaced", f"Deleting Job {job.name}: {job.reason}")
-        )
-    return [*finishing, newest], replace
-
-
-def _apply_buffer(
-    spec: CronScheduleSpec,
-    schedule: Schedule,
-    wanted: list[Candidate],
-    draft: Draft,
-    *,
-    recovering: set[str],
-    now: datetime,
-) -> list[Candidate]:
-    """5. BufferOne and BufferAll: one Job at a time; due ticks wait in status.buffered.
-
-    The buffer (oldest first) is the written one plus this decision's new candidates. A
-    buffered tick past startingDeadlineSeconds is missed. When nothing runs, the oldest
-    fires, under its own tick's Job name (so it is still exactly once); the others wait,
-    at most one under BufferOne (the first: later ones are skipped) and maxBuffered under
-    BufferAll (the oldest kept, newer ones skipped). The buffer is written in the same
-    status write that claims what fires from it, so a failover keeps it.
-    """
-    finishing = [c for c in wanted if c.job in recovering]
-    queue = [
-        Candidate(b.job, b.tick, b.manual)
-        for b in schedule.old.buffered or []
-        if b.job not in {c.job for c in wanted}
-    ] + [c for c in wanted if c.job not in recovering]
-    waiting: list[Candidate] = []
-    deadline = spec.starting_deadline_seconds
-    for candidate in queue:
-        if candidate.job in schedule.by_name:  # fired already (a claim made ahead)
-            continue
-        late = deadline is not None and now - candidate.tick > timedelta(seconds=deadline)
-        if late and not candidate.manual:
-            draft.firings.append(
-                RecordedFiring(
-                    tick=candidate.tick,
-                    outcome=FiringOutcome.MISSED,
-                    epoch=draft.epoch,
-                    reason=f"buffered past startingDeadlineSeconds {deadline}",
-                )
-            )
-            draft.events.append(
-                EventNote(
-                    "Warning",
-                    "Missed",
-                    f"Buffered tick {format_time(candidate.tick)} passed its deadline",
-                )
-            )
-            continue
-        waiting.append(candidate)
-    running = bool(schedule.live or finishing)
-    chosen = [] if running or not waiting else waiting[:1]
-    room = 1 if spec.concurrency_policy is ConcurrencyPolicy.BUFFER_ONE else spec.max_buffered
-    kept = waiting[len(chosen) : len(chosen) + room]
-    old_buffer = {b.job for b in schedule.old.buffered or []}
-    for candidate in waiting[len(chosen) + room :]:
-        why = (
-            f"concurrencyPolicy BufferOne: tick {format_time(kept[0].tick)} is already buffered"
-            if spec.concurrency_policy is ConcurrencyPolicy.BUFFER_ONE
-            else f"concurrencyPolicy BufferAll: the buffer is full (maxBuffered {room})"
-        )
-        record_skip(draft, candidate, why)
-    for candidate in kept:
-        if candidate.job not in old_buffer:
-            draft.events.append(
-                EventNote(
-                    "Normal",
-                    "Buffered",
-                    f"Tick {format_time(candidate.tick)} waits for the running Job to finish",
-                )
-            )
-    draft.buffered = [BufferedTick(tick=c.tick, job=c.job, manual=c.manual) for c in kept]
-    return finishing + chosen
-
-
-def _drop_buffer(schedule: Schedule, spec: CronScheduleSpec, draft: Draft) -> None:
-    """Ticks still buffered when the policy stops buffering are skipped, and said so."""
-    for entry in schedule.old.buffered or []:
-        if entry.job not in schedule.by_name:
-            candidate = Candidate(entry.job, entry.tick, entry.manual)
-            record_skip(draft, candidate, f"concurrencyPolicy {spec.concurrency_policy.value}: "
-                         "no longer buffered")  # fmt: skip
-
-
-def _buffer_deadline(spec: CronScheduleSpec, draft: Draft) -> datetime | None:
-    """When the oldest buffered scheduled tick would pass startingDeadlineSeconds."""
-    deadline = spec.starting_deadline_seconds
-    ticks = [b.tick for b in draft.buffered or [] if not b.manual]
-    if deadline is None or not ticks:
-        return None
-    return min(ticks) + timedelta(seconds=deadline, microseconds=1)
-
-
 def _hold(schedule: Schedule, spec: CronScheduleSpec) -> _Hold:
     """pauseOnFailure: count the failed Jobs in a row (scheduled, manual and backfill
     alike, in tick order; a success resets the count) and decide whether firing is
@@ -1212,42 +1087,6 @@ def _with_frozen(
     ):  # fmt: skip
         draft.events.append(EventNote("Normal", "Thawed", "No FreezeWindow holds it any more"))
     return status.model_copy(update={"conditions": conditions})
-
-
-def _overriding(wanted: list[Candidate], recovering: set[str]) -> list[Candidate]:
-    """Manual triggers that asked for their own concurrencyPolicy (not being recovered)."""
-    return [
-        c
-        for c in wanted
-        if c.trigger is not None
-        and c.trigger.concurrency_policy is not None
-        and c.job not in recovering
-    ]
-
-
-def _apply_overrides(
-    overriding: list[Candidate],
-    creates: list[Candidate],
-    replace: list[JobToDelete],
-    live: list[JobSnapshot],
-    draft: Draft,
-) -> tuple[list[Candidate], list[JobToDelete]]:
-    """5. A manual trigger that asked for its own concurrencyPolicy is decided after the
-    others, under its policy, against the Jobs still running and those this decision
-    creates."""
-    for candidate in overriding:
-        assert candidate.trigger is not None and candidate.trigger.concurrency_policy is not None
-        going = {j.name for j in replace}
-        running = [j for j in live if j.name not in going]
-        creates, more = _apply_concurrency(
-            candidate.trigger.concurrency_policy,
-            [*creates, candidate],
-            running,
-            draft,
-            recovering={c.job for c in creates},
-        )
-        replace = [*replace, *more]
-    return creates, replace
 
 
 def _with_outcome(

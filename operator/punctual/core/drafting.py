@@ -3,10 +3,10 @@
 Why it exists: `deciding` outlines a decision; the rules of a run's life (overlapping
 runs, pauses, freezes, backfills, finishing, freshness) each add to it: a skipped tick,
 a condition, an Event. They share the schedule as read (`Schedule`), the status being
-drafted (`Draft`), the Jobs a decision may create (`Candidate`), the Events it posts
-(`EventNote`), and the two ways a rule writes into the draft: `set_condition` and
-`record_skip`. Here, so that each rule is a module of its own and none imports
-`deciding`.
+drafted (`Draft`), the Jobs a decision may create (`Candidate`) and delete
+(`JobToDelete`), the Events it posts (`EventNote`), and the two ways a rule writes into
+the draft: `set_condition` and `record_skip`. Here, so that each rule is a module of its
+own and none imports `deciding`.
 
 What it must never do: decide. It holds data and records what a rule decided; policy
 lives in the modules that import it. Like all of `punctual.core`, it never talks to the
@@ -55,6 +55,16 @@ class Candidate:
     request: str | None = None  # the trigger's request id, when it is still known
     kind: FiringKind = FiringKind.SCHEDULED  # told to the workload (PUNCTUAL_FIRING)
     trigger: TriggerRequest | None = None  # a manual trigger's request, when still known
+
+
+@dataclass(frozen=True, slots=True)
+class JobToDelete:
+    """A Job to delete: one Replace supersedes, or one beyond the history limits."""
+
+    name: str
+    uid: str
+    reason: str
+    held: bool = False  # it carries our finalizer: released right after the delete
 
 
 @dataclass(frozen=True, slots=True)
