@@ -29,7 +29,7 @@ from typing import Any, Final
 
 from pydantic import ValidationError
 
-from punctual.core import overlapping
+from punctual.core import overlapping, pausing
 from punctual.core.backfilling import BACKFILL_ANNOTATION, advance, begin, covers
 from punctual.core.drafting import (
     Candidate,
@@ -38,7 +38,6 @@ from punctual.core.drafting import (
     EventType,
     JobToDelete,
     Schedule,
-    record_skip,
     set_condition,
     trigger_fields,
 )
@@ -59,6 +58,7 @@ from punctual.core.models import (
     parse_status,
 )
 from punctual.core.naming import job_name
+from punctual.core.pausing import RESUME_ANNOTATION
 from punctual.core.planning import (
     MAX_RUNS_REACHED,
     TickPlan,
@@ -74,15 +74,13 @@ from punctual.core.triggers import TriggerError, TriggerRequest, parse_trigger, 
 # The annotation a user (or `punctual trigger`) sets on a CronSchedule to fire it now.
 # Its value is the request id: each distinct value fires once.
 TRIGGER_ANNOTATION: Final = "punctual.dev/trigger"
-# The annotation `punctual resume` sets to resume a schedule paused by pauseOnFailure;
-# each distinct value resumes once. Pausing and resuming never edit the spec.
-RESUME_ANNOTATION: Final = "punctual.dev/resume"
 # How soon to look again at a schedule whose claims are not yet seen as Jobs.
 IN_FLIGHT_RECHECK: Final = timedelta(seconds=2)
 
-# The public surface: a Decision and what it holds. EventNote and JobToDelete are
-# defined in `drafting`, with the other pieces a decision is assembled from (the rules of
-# `overlapping` make JobToDelete too), and exported from here.
+# The public surface: a Decision, what it holds, and the annotations a user sets. Some are
+# defined where they are used most, and exported from here: EventNote and JobToDelete in
+# `drafting` (with the other pieces a decision is assembled from), RESUME_ANNOTATION in
+# `pausing` (which reads it).
 __all__ = [
     "IN_FLIGHT_RECHECK",
     "RESUME_ANNOTATION",
@@ -170,16 +168,6 @@ class Leadership:
     shard: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class _Hold:
-    """pauseOnFailure in this decision: the failure count, and whether firing is paused."""
-
-    failures: int | None  # failed Jobs in a row; None: pauseOnFailure is not set
-    failed: tuple[str, ...]  # the newest failed Jobs, for the message
-    paused: bool
-    resumed: str | None  # the resume request handled in this decision
-
-
 def decide(
     body: Mapping[str, Any],
     jobs: Sequence[JobSnapshot],
@@ -209,7 +197,7 @@ def decide(
     #    claimed ahead whose Job exists has fired, though the write saying so may wait.
     #    Under maxRuns, such a tick counts as a run too.
     ahead = _claimed_ahead(schedule)
-    hold = _hold(schedule, spec)
+    hold = pausing.hold(schedule, spec)
     labels = (body.get("metadata") or {}).get("labels") or {}
     frozen = tuple(f for f in freezes if f.selects(labels))
     deferred = holding(frozen, now, FreezeAction.DEFER)
@@ -260,7 +248,7 @@ def _decide_firings(
     schedule: Schedule,
     spec: CronScheduleSpec,
     plan: TickPlan,
-    hold: _Hold,
+    hold: pausing.Hold,
     frozen: Sequence[Freeze],
     *,
     now: datetime,
@@ -274,7 +262,7 @@ def _decide_firings(
     in_flight, recovering = _recover_claims(schedule, ahead)  # 3.
     trigger = _manual_trigger(schedule, now, draft)
     _report_clashes(schedule, spec, draft)
-    due = _skip_frozen(_due(schedule, plan, ahead, draft), frozen, draft)
+    due = pausing.skip_frozen(_due(schedule, plan, ahead, draft), frozen, draft)
     wanted = recovering + due + ([trigger] if trigger else [])
     recovered = {c.job for c in in_flight}
     overriding = overlapping.overriding(wanted, recovered)  # a trigger with its own policy
@@ -314,13 +302,13 @@ def _decide_firings(
         now=now,
         runs=runs,
         max_runs=spec.max_runs,
-        suspension=_suspension(spec, now),
+        suspension=pausing.suspension(spec, now),
     )
-    new = _with_hold(
+    new = pausing.with_hold(
         new, hold, spec, schedule.name, now=now, generation=schedule.generation, draft=draft
     )
     new, fresh_until = _with_freshness(new, spec, schedule, now=now, draft=draft)
-    new = _with_frozen(new, frozen, now=now, generation=schedule.generation, draft=draft)
+    new = pausing.with_frozen(new, frozen, now=now, generation=schedule.generation, draft=draft)
     new_status = dump_status(new)
     deferral = _deferral(schedule, plan, draft, new_status, in_flight, ahead, fresh, replace, prune)
     release, release_needs_status = _release(schedule)  # a held Job's claim: written first
@@ -848,111 +836,6 @@ def _without(status: Mapping[str, Any], *keys: str) -> dict[str, Any]:
     return {k: v for k, v in status.items() if k not in keys}
 
 
-def _hold(schedule: Schedule, spec: CronScheduleSpec) -> _Hold:
-    """pauseOnFailure: count the failed Jobs in a row (scheduled, manual and backfill
-    alike, in tick order; a success resets the count) and decide whether firing is
-    paused. A pause ends only by a resume request (`punctual resume`) or by removing
-    pauseOnFailure from the spec: never by itself."""
-    old = schedule.old
-    request = schedule.annotations.get(RESUME_ANNOTATION)
-    resumed = request if request and request != old.last_resume else None
-    if spec.pause_on_failure is None:
-        return _Hold(failures=None, failed=(), paused=False, resumed=resumed)
-    # Each finished Job is counted once: when status does not yet record its outcome.
-    # Older than everything status still records (a full recentFirings), it was counted.
-    final = (FiringOutcome.FAILED, FiringOutcome.SUCCEEDED, FiringOutcome.REPLACED)
-    recorded = {f.job: f.outcome for f in old.recent_firings if f.job is not None}
-    full = len(old.recent_firings) >= MAX_RECENT_FIRINGS
-    oldest = min((f.tick for f in old.recent_firings), default=None)
-    count = old.consecutive_failures or 0
-    failed: list[str] = []
-    for firing in sorted(old.recent_firings, key=lambda f: f.tick):
-        if firing.outcome is FiringOutcome.SUCCEEDED:
-            failed = []
-        elif firing.outcome is FiringOutcome.FAILED and firing.job is not None:
-            failed.append(firing.job)
-    for job in sorted((j for j in schedule.ours if j.state is not JobState.ACTIVE),
-                      key=lambda j: (j.tick or EPOCH, j.name)):  # fmt: skip
-        if recorded.get(job.name) in final:
-            continue
-        if full and oldest is not None and (job.tick is None or job.tick < oldest):
-            continue
-        if job.state is JobState.FAILED:
-            count += 1
-            failed.append(job.name)
-        else:
-            count = 0
-            failed = []
-    if resumed is not None:
-        count = 0
-    was_paused = any(c.type == "Paused" and c.status == "True" for c in old.conditions)
-    paused = resumed is None and (was_paused or count >= spec.pause_on_failure.consecutive_failures)
-    newest = tuple(reversed(failed))[: spec.pause_on_failure.consecutive_failures]
-    return _Hold(failures=count, failed=newest, paused=paused, resumed=resumed)
-
-
-def _with_hold(
-    status: CronScheduleStatus,
-    hold: _Hold,
-    spec: CronScheduleSpec,
-    name: str,
-    *,
-    now: datetime,
-    generation: int,
-    draft: Draft,
-) -> CronScheduleStatus:
-    """The Paused condition, the failure count and the last resume request handled."""
-    conditions = list(status.conditions)
-    updates: dict[str, Any] = {"consecutive_failures": hold.failures}
-    if hold.resumed is not None:
-        updates["last_resume"] = hold.resumed
-    had = any(c.type == "Paused" for c in conditions)
-    if spec.pause_on_failure is None and not had:
-        return status.model_copy(update=updates)
-    if hold.paused:
-        jobs = ", ".join(hold.failed)
-        message = (
-            f"{hold.failures} Jobs failed in a row ({jobs}); "
-            f"`punctual resume {name}` resumes firing"
-        )
-        if set_condition(
-            conditions,
-            kind="Paused",
-            status="True",
-            reason="ConsecutiveFailures",
-            message=message,
-            now=now,
-            generation=generation,
-        ):
-            draft.events.append(EventNote("Warning", "Paused", f"Firing paused: {message}"))
-        set_condition(
-            conditions,
-            kind="Ready",
-            status="False",
-            reason="Paused",
-            message=message,
-            now=now,
-            generation=generation,
-        )
-    else:
-        before = next((c.reason for c in conditions if c.type == "Paused"), None)
-        reason = "Resumed" if hold.resumed is not None or before == "Resumed" else "Firing"
-        if (
-            set_condition(
-                conditions,
-                kind="Paused",
-                status="False",
-                reason=reason,
-                message="",
-                now=now,
-                generation=generation,
-            )
-            and had
-        ):
-            draft.events.append(EventNote("Normal", "Resumed", "Firing resumed after a pause"))
-    return status.model_copy(update={**updates, "conditions": conditions})
-
-
 def _with_freshness(
     status: CronScheduleStatus,
     spec: CronScheduleSpec,
@@ -1044,51 +927,6 @@ def _backfill(
     return fills, step.wake
 
 
-def _skip_frozen(due: list[Candidate], frozen: Sequence[Freeze], draft: Draft) -> list[Candidate]:
-    """Due ticks inside a Skip freeze window are skipped, the window named as the reason."""
-    kept = []
-    for candidate in due:
-        held = holding(frozen, candidate.tick, FreezeAction.SKIP)
-        if held is None:
-            kept.append(candidate)
-        else:
-            freeze, until = held
-            reason = f"FreezeWindow {freeze.name}: Skip until {format_time(until)}"
-            record_skip(draft, candidate, reason)
-    return kept
-
-
-def _with_frozen(
-    status: CronScheduleStatus,
-    frozen: Sequence[Freeze],
-    *,
-    now: datetime,
-    generation: int,
-    draft: Draft,
-) -> CronScheduleStatus:
-    """The Frozen condition: True while a FreezeWindow holds the schedule, naming it."""
-    conditions = list(status.conditions)
-    had = any(c.type == "Frozen" for c in conditions)
-    held = holding(frozen, now)
-    if held is None and not had:
-        return status
-    if held is not None:
-        freeze, until = held
-        verb = "skips" if freeze.action is FreezeAction.SKIP else "defers"
-        message = f"FreezeWindow {freeze.name} {verb} ticks until {format_time(until)}"
-        if set_condition(
-            conditions, kind="Frozen", status="True", reason=freeze.action.value,
-            message=message, now=now, generation=generation,
-        ):  # fmt: skip
-            draft.events.append(EventNote("Normal", "Frozen", message))
-    elif set_condition(
-        conditions, kind="Frozen", status="False", reason="NoFreeze", message="",
-        now=now, generation=generation,
-    ):  # fmt: skip
-        draft.events.append(EventNote("Normal", "Thawed", "No FreezeWindow holds it any more"))
-    return status.model_copy(update={"conditions": conditions})
-
-
 def _with_outcome(
     firing: RecordedFiring, finished: Mapping[str, JobState], replaced: set[str]
 ) -> RecordedFiring:
@@ -1177,15 +1015,6 @@ def _with_finished(
         generation=generation,
     )
     return status.model_copy(update={"conditions": conditions})
-
-
-def _suspension(spec: CronScheduleSpec, now: datetime) -> tuple[str, str] | None:
-    """Why the user suspended firing (reason, message), or None."""
-    if spec.suspend:
-        return "Suspended", "spec.suspend is true: no tick fires"
-    if spec.suspend_until is not None and now < spec.suspend_until:
-        return "SuspendedUntil", f"no tick fires before {format_time(spec.suspend_until)}"
-    return None
 
 
 def _with_conditions(
