@@ -29,13 +29,11 @@ from typing import Any, Final
 
 from pydantic import ValidationError
 
-from punctual.core import overlapping, pausing
-from punctual.core.backfilling import BACKFILL_ANNOTATION, advance, begin, covers
+from punctual.core import backfilling, finishing, overlapping, pausing, succeeding
 from punctual.core.drafting import (
     Candidate,
     Draft,
     EventNote,
-    EventType,
     JobToDelete,
     Schedule,
     set_condition,
@@ -46,7 +44,6 @@ from punctual.core.jobs import JobSnapshot, JobState, build_job, manual_job_name
 from punctual.core.models import (
     MAX_RECENT_FIRINGS,
     ActiveJob,
-    BackfillState,
     CronScheduleSpec,
     CronScheduleStatus,
     FiringOutcome,
@@ -60,7 +57,6 @@ from punctual.core.models import (
 from punctual.core.naming import job_name
 from punctual.core.pausing import RESUME_ANNOTATION
 from punctual.core.planning import (
-    MAX_RUNS_REACHED,
     TickPlan,
     plan_ticks,
     schedule_fingerprint,
@@ -280,10 +276,10 @@ def _decide_firings(
     creates, replace = overlapping.apply_overrides(
         overriding, creates, replace, schedule.live, draft
     )
-    fills, backfill_wake = _backfill(schedule, spec, creates, draft, now=now)
+    fills, backfill_wake = backfilling.backfill(schedule, spec, creates, draft, now=now)
     creates = [*creates, *fills]
     fresh = _claim(creates, in_flight, ahead, draft)
-    runs, plan = _count_runs(spec, old, plan, draft)
+    runs, plan = finishing.count_runs(spec, old, plan, draft)
     _record_missed_and_skipped(plan, draft)  # 6.
     if plan.next_tick is None or holding(frozen, plan.next_tick) is None:
         _claim_next_tick(schedule, plan, in_flight, ahead, leadership.epoch)  # 7.
@@ -307,7 +303,7 @@ def _decide_firings(
     new = pausing.with_hold(
         new, hold, spec, schedule.name, now=now, generation=schedule.generation, draft=draft
     )
-    new, fresh_until = _with_freshness(new, spec, schedule, now=now, draft=draft)
+    new, fresh_until = succeeding.with_freshness(new, spec, schedule, now=now, draft=draft)
     new = pausing.with_frozen(new, frozen, now=now, generation=schedule.generation, draft=draft)
     new_status = dump_status(new)
     deferral = _deferral(schedule, plan, draft, new_status, in_flight, ahead, fresh, replace, prune)
@@ -335,33 +331,6 @@ def _decide_firings(
             backfill_wake,
         ),
     )
-
-
-def _count_runs(
-    spec: CronScheduleSpec, old: CronScheduleStatus, plan: TickPlan, draft: Draft
-) -> tuple[int | None, TickPlan]:
-    """Count the scheduled ticks fired in this decision under maxRuns (manual triggers do
-    not count), and finish the plan when none is left: no next tick, none claimed ahead.
-
-    `status.runs` counts a tick in the write that moves the cursor over it fired, which
-    is the write that claims it (or, for a tick claimed ahead, the claim ahead is
-    written first and counted from its Job once seen), so no leader, new or old, can
-    fire more than maxRuns: a claim ahead is made only while a run is left.
-    """
-    if spec.max_runs is None:
-        return None, plan
-    fired = sum(
-        1
-        for f in draft.firings
-        if f.outcome is FiringOutcome.CREATED and not f.manual and not f.backfill
-    )
-    runs = (old.runs or 0) + fired
-    left = spec.max_runs - runs
-    if left <= 0:
-        return runs, replace(
-            plan, next_tick=None, next_wake=None, upcoming=(), finished=MAX_RUNS_REACHED
-        )
-    return runs, replace(plan, upcoming=plan.upcoming[:left])
 
 
 def _release(schedule: Schedule) -> tuple[list[JobToRelease], bool]:
@@ -678,7 +647,7 @@ def _new_status(
     new = _with_conditions(
         new, now=now, generation=schedule.generation, suspension=suspension, draft=draft
     )
-    new = _with_finished(new, plan, now=now, generation=schedule.generation, draft=draft)
+    new = finishing.with_finished(new, plan, now=now, generation=schedule.generation, draft=draft)
     return new, history
 
 
@@ -836,97 +805,6 @@ def _without(status: Mapping[str, Any], *keys: str) -> dict[str, Any]:
     return {k: v for k, v in status.items() if k not in keys}
 
 
-def _with_freshness(
-    status: CronScheduleStatus,
-    spec: CronScheduleSpec,
-    schedule: Schedule,
-    *,
-    now: datetime,
-    draft: Draft,
-) -> tuple[CronScheduleStatus, datetime | None]:
-    """successDeadlineSeconds: Stale when the first tick after the newest successful Job's
-    tick (or after creation) is older than the deadline with no Job of it, or of a later
-    tick, succeeded. Returns the status and when it would turn Stale (to wake then)."""
-    conditions = [c for c in status.conditions if c.type != "Stale"]
-    deadline = spec.success_deadline_seconds
-    if deadline is None:
-        return status.model_copy(
-            update={"conditions": conditions, "last_successful_tick": None}
-        ), None
-    succeeded = [j.tick for j in schedule.ours if j.state is JobState.SUCCEEDED and j.tick]
-    last = max([*succeeded, *filter(None, [schedule.old.last_successful_tick])], default=None)
-    try:
-        first = tick_source(spec, uid=schedule.uid).next_tick(last or schedule.created)
-    except ScheduleError:
-        first = None
-    due = first + timedelta(seconds=deadline) if first is not None else None
-    conditions = list(status.conditions)
-    if due is not None and now >= due:
-        assert first is not None
-        message = (
-            f"no Job of tick {format_time(first)} or later has succeeded within "
-            f"successDeadlineSeconds {deadline} (by {format_time(due)})"
-        )
-        if set_condition(
-            conditions, kind="Stale", status="True", reason="NoSuccess", message=message,
-            now=now, generation=schedule.generation,
-        ):  # fmt: skip
-            draft.events.append(EventNote("Warning", "Stale", message))
-        wake = None
-    else:
-        set_condition(
-            conditions, kind="Stale", status="False", reason="Fresh", message="",
-            now=now, generation=schedule.generation,
-        )  # fmt: skip
-        wake = due
-    return status.model_copy(update={"conditions": conditions, "last_successful_tick": last}), wake
-
-
-def _backfill(
-    schedule: Schedule,
-    spec: CronScheduleSpec,
-    creates: Sequence[Candidate],
-    draft: Draft,
-    *,
-    now: datetime,
-) -> tuple[list[Candidate], datetime | None]:
-    """The next batch of a backfill (see `backfilling`): a new request starts, a cancel
-    stops, a running one advances. Ticks already done are never created again."""
-    old = schedule.old.backfill
-    value = schedule.annotations.get(BACKFILL_ANNOTATION)
-    try:
-        source = tick_source(spec, uid=schedule.uid)
-    except ScheduleError:
-        return [], None
-    current = old
-    if value:
-        started = begin(value, old, source, now)
-        if started is not None:
-            current = started.backfill
-            if started.note:
-                kind: EventType = "Warning" if current.state is BackfillState.INVALID else "Normal"
-                draft.events.append(EventNote(kind, "Backfill", started.note))
-    if current is None:
-        return [], None
-    recorded = {f.job for f in schedule.old.recent_firings if f.job is not None}
-    recorded |= {c.job for c in schedule.old.in_flight} | {c.job for c in creates}
-
-    def already(tick: datetime) -> bool:
-        name = job_name(schedule.name, tick)
-        return name in schedule.by_name or name in recorded or covers(old, tick)
-
-    running = len(schedule.live) + len(creates)
-    step = advance(current, source, already=already, running=running, now=now)
-    if step.note:
-        draft.events.append(EventNote("Normal", "Backfill", step.note))
-    draft.backfill = step.backfill
-    fills = [
-        Candidate(job_name(schedule.name, tick), tick, kind=FiringKind.BACKFILL)
-        for tick in step.ticks
-    ]
-    return fills, step.wake
-
-
 def _with_outcome(
     firing: RecordedFiring, finished: Mapping[str, JobState], replaced: set[str]
 ) -> RecordedFiring:
@@ -965,56 +843,6 @@ def _prune(
             if j.name not in keep
         ]
     return prune
-
-
-def _with_finished(
-    status: CronScheduleStatus, plan: TickPlan, *, now: datetime, generation: int, draft: Draft
-) -> CronScheduleStatus:
-    """The Finished condition, for a schedule with endTime or maxRuns (or that had one):
-    True once no tick is left (EndTimeReached, MaxRunsReached), with one Event; Ready
-    turns False then. An edit that leaves ticks again (a later endTime, a higher maxRuns)
-    turns it False."""
-    conditions = list(status.conditions)
-    had = any(c.type == "Finished" for c in conditions)
-    if not (plan.limited or had):
-        return status
-    reason = plan.finished
-    if reason is None:
-        set_condition(
-            conditions,
-            kind="Finished",
-            status="False",
-            reason="TicksLeft",
-            message="",
-            now=now,
-            generation=generation,
-        )
-        return status.model_copy(update={"conditions": conditions})
-    message = (
-        "spec.maxRuns scheduled runs have fired"
-        if reason == MAX_RUNS_REACHED
-        else "no tick is left before spec.endTime"
-    )
-    if set_condition(
-        conditions,
-        kind="Finished",
-        status="True",
-        reason=reason,
-        message=message,
-        now=now,
-        generation=generation,
-    ):
-        draft.events.append(EventNote("Normal", "Finished", f"Finished: {message}"))
-    set_condition(
-        conditions,
-        kind="Ready",
-        status="False",
-        reason="Finished",
-        message=message,
-        now=now,
-        generation=generation,
-    )
-    return status.model_copy(update={"conditions": conditions})
 
 
 def _with_conditions(
