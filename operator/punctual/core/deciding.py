@@ -13,6 +13,13 @@ shell (`kube.applying`) applies a Decision in the order that keeps the invariant
 3. create `creates` (a 409 AlreadyExists from a Job we own means done);
 4. delete `prune` (history), never the Job of a tick still in flight.
 
+This module is the outline of a decision, its numbered steps and the Decision types.
+The rules of a run's life are modules of their own, called from those steps:
+`overlapping` (concurrencyPolicy: Forbid, Replace, the buffers, a trigger's own
+policy), `pausing` (suspension, pauseOnFailure, FreezeWindows), `backfilling`,
+`finishing` (endTime, maxRuns) and `succeeding` (successDeadlineSeconds). They share
+`drafting`: the schedule as read, the status being drafted, the candidates, the Events.
+
 What it must never do: talk to the API server, read the clock, or decide anything
 for a tick at or before the cursor (the planner guarantees that; in-flight claims are
 the only ticks carried over, and only to finish them).
@@ -174,10 +181,11 @@ def decide(
 ) -> Decision:
     """Decide everything about one schedule at `now` (the API server's time).
 
-    The steps, each a function below: read the spec; plan the ticks; recover the
-    claims in flight; gather the new candidates (due ticks, a manual trigger); let
-    the concurrency policy choose; claim them; record missed and skipped ticks; claim
-    the next tick ahead; prune history; build the status; say when to look again.
+    The steps, each a function below or in its rule's module: read the spec; plan the
+    ticks; recover the claims in flight; gather the new candidates (due ticks, a manual
+    trigger); let the concurrency policy choose; claim them; record missed and skipped
+    ticks; claim the next tick ahead; prune history; build the status; say when to look
+    again.
     """
     schedule = _read(body, jobs)
     old = schedule.old
