@@ -421,7 +421,7 @@ def add_resume_command(subparsers: Any) -> None:
 
 
 def _resume(arguments: argparse.Namespace, context: _Context) -> int:
-    from punctual.core.deciding import RESUME_ANNOTATION
+    from punctual.core.pausing import RESUME_ANNOTATION
 
     request = new_request_id()
     patch = {"metadata": {"annotations": {RESUME_ANNOTATION: request}}}

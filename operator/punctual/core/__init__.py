@@ -2,7 +2,9 @@
 
 `schedules` (cron text to UTC ticks), `planning` (THE TICK PLANNER: which ticks are
 due, missed or skipped), `deciding` (THE CLAIM PROTOCOL, decided: what to claim,
-create, delete and record), `models`, `naming`, `jobs` and `times`.
+create, delete and record), the rules a decision applies (`overlapping`, `pausing`,
+`backfilling`, `finishing`, `succeeding`) and what it is assembled from (`drafting`),
+`models`, `naming`, `jobs` and `times`.
 
 What it must never do: read a clock, touch the network or the disk, or import the
 shell (`punctual.kube`, `punctual.runtime`, `punctual.cli`), kopf, aiohttp,

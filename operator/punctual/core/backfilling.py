@@ -10,30 +10,36 @@ asking for the same range again creates nothing new. The progress (done, skipped
 already done, total, the newest tick considered) lives in status.backfill, written with
 the claims, so a failover resumes where it stopped; a new request with `cancel` stops it.
 
-This module holds the request's format and the pure steps: start, cancel, and advance by
-one batch. It never talks to the API server or reads the clock; `deciding` calls it.
+This module holds the request's format, the pure steps (start, cancel, and advance by one
+batch) and `backfill`, which takes the next batch into a decision (`deciding` calls it).
+It never talks to the API server or reads the clock.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Final
 
 from pydantic import Field, ValidationError
 
+from punctual.core.drafting import Candidate, Draft, EventNote, EventType, Schedule
 from punctual.core.models import (
     Backfill,
     BackfillState,
     ConcurrencyPolicy,
+    CronScheduleSpec,
     Span,
     UtcTime,
     _ApiModel,
     describe_error,
 )
-from punctual.core.schedules import TickSource
+from punctual.core.naming import job_name
+from punctual.core.planning import tick_source
+from punctual.core.schedules import ScheduleError, TickSource
+from punctual.core.stamping import FiringKind
 
 BACKFILL_ANNOTATION: Final = "punctual.dev/backfill"
 MAX_BACKFILL_TICKS: Final = 10_000
@@ -164,6 +170,51 @@ def advance(
 def covers(backfill: Backfill | None, tick: datetime) -> bool:
     """Whether an earlier backfill went through this tick."""
     return backfill is not None and any(s.start <= tick < s.to for s in backfill.covered)
+
+
+def backfill(
+    schedule: Schedule,
+    spec: CronScheduleSpec,
+    creates: Sequence[Candidate],
+    draft: Draft,
+    *,
+    now: datetime,
+) -> tuple[list[Candidate], datetime | None]:
+    """The next batch of a backfill, taken into one decision: a new request starts, a
+    cancel stops, a running one advances. Ticks already done are never created again."""
+    old = schedule.old.backfill
+    value = schedule.annotations.get(BACKFILL_ANNOTATION)
+    try:
+        source = tick_source(spec, uid=schedule.uid)
+    except ScheduleError:
+        return [], None
+    current = old
+    if value:
+        started = begin(value, old, source, now)
+        if started is not None:
+            current = started.backfill
+            if started.note:
+                kind: EventType = "Warning" if current.state is BackfillState.INVALID else "Normal"
+                draft.events.append(EventNote(kind, "Backfill", started.note))
+    if current is None:
+        return [], None
+    recorded = {f.job for f in schedule.old.recent_firings if f.job is not None}
+    recorded |= {c.job for c in schedule.old.in_flight} | {c.job for c in creates}
+
+    def already(tick: datetime) -> bool:
+        name = job_name(schedule.name, tick)
+        return name in schedule.by_name or name in recorded or covers(old, tick)
+
+    running = len(schedule.live) + len(creates)
+    step = advance(current, source, already=already, running=running, now=now)
+    if step.note:
+        draft.events.append(EventNote("Normal", "Backfill", step.note))
+    draft.backfill = step.backfill
+    fills = [
+        Candidate(job_name(schedule.name, tick), tick, kind=FiringKind.BACKFILL)
+        for tick in step.ticks
+    ]
+    return fills, step.wake
 
 
 def _cover(backfill: Backfill, until: datetime | None) -> list[Span]:

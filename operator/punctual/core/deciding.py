@@ -13,6 +13,13 @@ shell (`kube.applying`) applies a Decision in the order that keeps the invariant
 3. create `creates` (a 409 AlreadyExists from a Job we own means done);
 4. delete `prune` (history), never the Job of a tick still in flight.
 
+This module is the outline of a decision, its numbered steps and the Decision types.
+The rules of a run's life are modules of their own, called from those steps:
+`overlapping` (concurrencyPolicy: Forbid, Replace, the buffers, a trigger's own
+policy), `pausing` (suspension, pauseOnFailure, FreezeWindows), `backfilling`,
+`finishing` (endTime, maxRuns) and `succeeding` (successDeadlineSeconds). They share
+`drafting`: the schedule as read, the status being drafted, the candidates, the Events.
+
 What it must never do: talk to the API server, read the clock, or decide anything
 for a tick at or before the cursor (the planner guarantees that; in-flight claims are
 the only ticks carried over, and only to finish them).
@@ -22,24 +29,28 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from enum import Enum
-from typing import Any, Final, Literal
+from typing import Any, Final
 
 from pydantic import ValidationError
 
-from punctual.core.backfilling import BACKFILL_ANNOTATION, advance, begin, covers
+from punctual.core import backfilling, finishing, overlapping, pausing, succeeding
+from punctual.core.drafting import (
+    Candidate,
+    Draft,
+    EventNote,
+    JobToDelete,
+    Schedule,
+    set_condition,
+    trigger_fields,
+)
 from punctual.core.freezing import Freeze, FreezeAction, ended_between, holding
 from punctual.core.jobs import JobSnapshot, JobState, build_job, manual_job_name
 from punctual.core.models import (
     MAX_RECENT_FIRINGS,
     ActiveJob,
-    Backfill,
-    BackfillState,
-    BufferedTick,
-    ConcurrencyPolicy,
-    Condition,
     CronScheduleSpec,
     CronScheduleStatus,
     FiringOutcome,
@@ -51,8 +62,8 @@ from punctual.core.models import (
     parse_status,
 )
 from punctual.core.naming import job_name
+from punctual.core.pausing import RESUME_ANNOTATION
 from punctual.core.planning import (
-    MAX_RUNS_REACHED,
     TickPlan,
     plan_ticks,
     schedule_fingerprint,
@@ -66,14 +77,26 @@ from punctual.core.triggers import TriggerError, TriggerRequest, parse_trigger, 
 # The annotation a user (or `punctual trigger`) sets on a CronSchedule to fire it now.
 # Its value is the request id: each distinct value fires once.
 TRIGGER_ANNOTATION: Final = "punctual.dev/trigger"
-# The annotation `punctual resume` sets to resume a schedule paused by pauseOnFailure;
-# each distinct value resumes once. Pausing and resuming never edit the spec.
-RESUME_ANNOTATION: Final = "punctual.dev/resume"
 # How soon to look again at a schedule whose claims are not yet seen as Jobs.
 IN_FLIGHT_RECHECK: Final = timedelta(seconds=2)
 
-
-EventType = Literal["Normal", "Warning"]
+# The public surface: a Decision, what it holds, and the annotations a user sets. Some are
+# defined where they are used most, and exported from here: EventNote and JobToDelete in
+# `drafting` (with the other pieces a decision is assembled from), RESUME_ANNOTATION in
+# `pausing` (which reads it).
+__all__ = [
+    "IN_FLIGHT_RECHECK",
+    "RESUME_ANNOTATION",
+    "TRIGGER_ANNOTATION",
+    "Decision",
+    "Deferral",
+    "EventNote",
+    "JobToCreate",
+    "JobToDelete",
+    "JobToRelease",
+    "Leadership",
+    "decide",
+]
 
 
 class Deferral(Enum):
@@ -89,29 +112,12 @@ class Deferral(Enum):
 
 
 @dataclass(frozen=True, slots=True)
-class EventNote:
-    """A Kubernetes Event to post about the schedule once the Decision is applied."""
-
-    type: EventType
-    reason: str
-    message: str
-
-
-@dataclass(frozen=True, slots=True)
 class JobToCreate:
     name: str
     tick: datetime
     body: dict[str, Any]
     manual: bool = False
     fire_at: datetime | None = None  # tick plus jitter: where firing lag is measured from
-
-
-@dataclass(frozen=True, slots=True)
-class JobToDelete:
-    name: str
-    uid: str
-    reason: str
-    held: bool = False  # it carries our finalizer: released right after the delete
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,59 +171,6 @@ class Leadership:
     shard: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Candidate:
-    """A Job this decision may create: for a scheduled tick, or for a manual trigger."""
-
-    job: str
-    tick: datetime
-    manual: bool = False
-    request: str | None = None  # the trigger's request id, when it is still known
-    kind: FiringKind = FiringKind.SCHEDULED  # told to the workload (PUNCTUAL_FIRING)
-    trigger: TriggerRequest | None = None  # a manual trigger's request, when still known
-
-
-@dataclass(frozen=True, slots=True)
-class _Schedule:
-    """What one decision reads of the schedule and its Jobs."""
-
-    name: str
-    uid: str
-    generation: int
-    annotations: Mapping[str, str]
-    created: datetime
-    old: CronScheduleStatus
-    ours: tuple[JobSnapshot, ...]  # the Jobs this schedule owns
-    by_name: Mapping[str, JobSnapshot]
-
-    @property
-    def live(self) -> list[JobSnapshot]:
-        return [j for j in self.ours if j.active]
-
-
-@dataclass(slots=True)
-class _Draft:
-    """The status being assembled for one decision."""
-
-    status: CronScheduleStatus
-    epoch: int
-    firings: list[RecordedFiring] = field(default_factory=list)
-    skips: list[str] = field(default_factory=list)  # metric label per concurrency skip
-    events: list[EventNote] = field(default_factory=list)
-    buffered: list[BufferedTick] | None = None  # status.buffered after this decision
-    backfill: Backfill | None = None  # status.backfill after this decision
-
-
-@dataclass(frozen=True, slots=True)
-class _Hold:
-    """pauseOnFailure in this decision: the failure count, and whether firing is paused."""
-
-    failures: int | None  # failed Jobs in a row; None: pauseOnFailure is not set
-    failed: tuple[str, ...]  # the newest failed Jobs, for the message
-    paused: bool
-    resumed: str | None  # the resume request handled in this decision
-
-
 def decide(
     body: Mapping[str, Any],
     jobs: Sequence[JobSnapshot],
@@ -228,10 +181,11 @@ def decide(
 ) -> Decision:
     """Decide everything about one schedule at `now` (the API server's time).
 
-    The steps, each a function below: read the spec; plan the ticks; recover the
-    claims in flight; gather the new candidates (due ticks, a manual trigger); let
-    the concurrency policy choose; claim them; record missed and skipped ticks; claim
-    the next tick ahead; prune history; build the status; say when to look again.
+    The steps, each a function below or in its rule's module: read the spec; plan the
+    ticks; recover the claims in flight; gather the new candidates (due ticks, a manual
+    trigger); let the concurrency policy choose; claim them; record missed and skipped
+    ticks; claim the next tick ahead; prune history; build the status; say when to look
+    again.
     """
     schedule = _read(body, jobs)
     old = schedule.old
@@ -247,7 +201,7 @@ def decide(
     #    claimed ahead whose Job exists has fired, though the write saying so may wait.
     #    Under maxRuns, such a tick counts as a run too.
     ahead = _claimed_ahead(schedule)
-    hold = _hold(schedule, spec)
+    hold = pausing.hold(schedule, spec)
     labels = (body.get("metadata") or {}).get("labels") or {}
     frozen = tuple(f for f in freezes if f.selects(labels))
     deferred = holding(frozen, now, FreezeAction.DEFER)
@@ -272,7 +226,7 @@ def decide(
 
 def _effective(
     spec: CronScheduleSpec,
-    schedule: _Schedule,
+    schedule: Schedule,
     frozen: Sequence[Freeze],
     *,
     paused: bool,
@@ -295,10 +249,10 @@ def _effective(
 
 def _decide_firings(
     body: Mapping[str, Any],
-    schedule: _Schedule,
+    schedule: Schedule,
     spec: CronScheduleSpec,
     plan: TickPlan,
-    hold: _Hold,
+    hold: pausing.Hold,
     frozen: Sequence[Freeze],
     *,
     now: datetime,
@@ -306,30 +260,34 @@ def _decide_firings(
 ) -> Decision:
     """Steps 3 to 10, for a valid spec and its plan."""
     old = schedule.old
-    draft = _Draft(status=old, epoch=leadership.epoch)
+    draft = Draft(status=old, epoch=leadership.epoch)
     ahead = _claimed_ahead(schedule)
     _record_fired_ahead(schedule, ahead, draft)
     in_flight, recovering = _recover_claims(schedule, ahead)  # 3.
     trigger = _manual_trigger(schedule, now, draft)
     _report_clashes(schedule, spec, draft)
-    due = _skip_frozen(_due(schedule, plan, ahead, draft), frozen, draft)
+    due = pausing.skip_frozen(_due(schedule, plan, ahead, draft), frozen, draft)
     wanted = recovering + due + ([trigger] if trigger else [])
     recovered = {c.job for c in in_flight}
-    overriding = _overriding(wanted, recovered)  # a trigger with its own policy
+    overriding = overlapping.overriding(wanted, recovered)  # a trigger with its own policy
     rest = [c for c in wanted if c not in overriding]
     replace: list[JobToDelete] = []
     if spec.concurrency_policy.buffers:  # 5.
-        creates = _apply_buffer(spec, schedule, rest, draft, recovering=recovered, now=now)
+        creates = overlapping.apply_buffer(
+            spec, schedule, rest, draft, recovering=recovered, now=now
+        )
     else:
-        _drop_buffer(schedule, spec, draft)
-        creates, replace = _apply_concurrency(
+        overlapping.drop_buffer(schedule, spec, draft)
+        creates, replace = overlapping.apply_concurrency(
             spec.concurrency_policy, rest, schedule.live, draft, recovering=recovered
         )
-    creates, replace = _apply_overrides(overriding, creates, replace, schedule.live, draft)
-    fills, backfill_wake = _backfill(schedule, spec, creates, draft, now=now)
+    creates, replace = overlapping.apply_overrides(
+        overriding, creates, replace, schedule.live, draft
+    )
+    fills, backfill_wake = backfilling.backfill(schedule, spec, creates, draft, now=now)
     creates = [*creates, *fills]
     fresh = _claim(creates, in_flight, ahead, draft)
-    runs, plan = _count_runs(spec, old, plan, draft)
+    runs, plan = finishing.count_runs(spec, old, plan, draft)
     _record_missed_and_skipped(plan, draft)  # 6.
     if plan.next_tick is None or holding(frozen, plan.next_tick) is None:
         _claim_next_tick(schedule, plan, in_flight, ahead, leadership.epoch)  # 7.
@@ -348,13 +306,13 @@ def _decide_firings(
         now=now,
         runs=runs,
         max_runs=spec.max_runs,
-        suspension=_suspension(spec, now),
+        suspension=pausing.suspension(spec, now),
     )
-    new = _with_hold(
+    new = pausing.with_hold(
         new, hold, spec, schedule.name, now=now, generation=schedule.generation, draft=draft
     )
-    new, fresh_until = _with_freshness(new, spec, schedule, now=now, draft=draft)
-    new = _with_frozen(new, frozen, now=now, generation=schedule.generation, draft=draft)
+    new, fresh_until = succeeding.with_freshness(new, spec, schedule, now=now, draft=draft)
+    new = pausing.with_frozen(new, frozen, now=now, generation=schedule.generation, draft=draft)
     new_status = dump_status(new)
     deferral = _deferral(schedule, plan, draft, new_status, in_flight, ahead, fresh, replace, prune)
     release, release_needs_status = _release(schedule)  # a held Job's claim: written first
@@ -373,39 +331,17 @@ def _decide_firings(
         skipped=_skip_counts(plan, draft),
         newly_failed=_newly_failed(old.recent_firings, history),
         next_wake=_next_wake(
-            plan, in_flight, now, _buffer_deadline(spec, draft), fresh_until, backfill_wake
+            plan,
+            in_flight,
+            now,
+            overlapping.buffer_deadline(spec, draft),
+            fresh_until,
+            backfill_wake,
         ),
     )
 
 
-def _count_runs(
-    spec: CronScheduleSpec, old: CronScheduleStatus, plan: TickPlan, draft: _Draft
-) -> tuple[int | None, TickPlan]:
-    """Count the scheduled ticks fired in this decision under maxRuns (manual triggers do
-    not count), and finish the plan when none is left: no next tick, none claimed ahead.
-
-    `status.runs` counts a tick in the write that moves the cursor over it fired, which
-    is the write that claims it (or, for a tick claimed ahead, the claim ahead is
-    written first and counted from its Job once seen), so no leader, new or old, can
-    fire more than maxRuns: a claim ahead is made only while a run is left.
-    """
-    if spec.max_runs is None:
-        return None, plan
-    fired = sum(
-        1
-        for f in draft.firings
-        if f.outcome is FiringOutcome.CREATED and not f.manual and not f.backfill
-    )
-    runs = (old.runs or 0) + fired
-    left = spec.max_runs - runs
-    if left <= 0:
-        return runs, replace(
-            plan, next_tick=None, next_wake=None, upcoming=(), finished=MAX_RUNS_REACHED
-        )
-    return runs, replace(plan, upcoming=plan.upcoming[:left])
-
-
-def _release(schedule: _Schedule) -> tuple[list[JobToRelease], bool]:
+def _release(schedule: Schedule) -> tuple[list[JobToRelease], bool]:
     """Held Jobs that are being deleted (by a person, a TTL, garbage collection): their
     finalizer goes once their firing is recorded in the written status. True when one of
     them is still in flight as written: this decision's status, which resolves that
@@ -416,7 +352,7 @@ def _release(schedule: _Schedule) -> tuple[list[JobToRelease], bool]:
     return release, any(j.name in written_claims for j in going)
 
 
-def _skip_counts(plan: TickPlan, draft: _Draft) -> tuple[tuple[str, int], ...]:
+def _skip_counts(plan: TickPlan, draft: Draft) -> tuple[tuple[str, int], ...]:
     """Skipped ticks by reason, for the metric: concurrency skips and missedRunPolicy=Skip."""
     by_policy = tuple(("missedRunPolicy=Skip", group.count) for group in plan.skipped)
     return tuple(Counter(draft.skips).items()) + by_policy
@@ -431,7 +367,7 @@ def _newly_failed(before: Sequence[RecordedFiring], after: Sequence[RecordedFiri
     )
 
 
-def _read(body: Mapping[str, Any], jobs: Sequence[JobSnapshot]) -> _Schedule:
+def _read(body: Mapping[str, Any], jobs: Sequence[JobSnapshot]) -> Schedule:
     meta = body["metadata"]
     uid = str(meta["uid"])
     try:
@@ -439,7 +375,7 @@ def _read(body: Mapping[str, Any], jobs: Sequence[JobSnapshot]) -> _Schedule:
     except ValidationError:
         old = CronScheduleStatus()  # an unreadable status is rebuilt, never a crash
     ours = tuple(j for j in jobs if j.schedule_uid == uid)
-    return _Schedule(
+    return Schedule(
         name=str(meta["name"]),
         uid=uid,
         generation=int(meta.get("generation") or 0),
@@ -451,7 +387,7 @@ def _read(body: Mapping[str, Any], jobs: Sequence[JobSnapshot]) -> _Schedule:
     )
 
 
-def _claimed_ahead(schedule: _Schedule) -> dict[str, InFlightClaim]:
+def _claimed_ahead(schedule: Schedule) -> dict[str, InFlightClaim]:
     """Claims made ahead of their tick: scheduled (not manual) ticks beyond the cursor.
 
     They are not recovered as in-flight claims: their tick is decided with the due
@@ -467,13 +403,13 @@ def _claimed_ahead(schedule: _Schedule) -> dict[str, InFlightClaim]:
     }
 
 
-def _fired_ahead(schedule: _Schedule, ahead: Mapping[str, InFlightClaim]) -> list[InFlightClaim]:
+def _fired_ahead(schedule: Schedule, ahead: Mapping[str, InFlightClaim]) -> list[InFlightClaim]:
     """Claims made ahead whose Job exists: created at their tick by a pass whose status
     write was left for later."""
     return sorted((c for c in ahead.values() if c.job in schedule.by_name), key=lambda c: c.tick)
 
 
-def _fired_cursor(schedule: _Schedule, ahead: Mapping[str, InFlightClaim]) -> datetime | None:
+def _fired_cursor(schedule: Schedule, ahead: Mapping[str, InFlightClaim]) -> datetime | None:
     """The cursor as it really is: the written one, or the newest tick fired on a claim
     made ahead. Planning from the written one alone would count those ticks again, and
     call them missed (superseded) under RunLatest."""
@@ -483,7 +419,7 @@ def _fired_cursor(schedule: _Schedule, ahead: Mapping[str, InFlightClaim]) -> da
 
 
 def _record_fired_ahead(
-    schedule: _Schedule, ahead: Mapping[str, InFlightClaim], draft: _Draft
+    schedule: Schedule, ahead: Mapping[str, InFlightClaim], draft: Draft
 ) -> None:
     """Record the ticks fired on claims made ahead, with the epoch that claimed them."""
     cursor = schedule.old.last_scheduled_time
@@ -497,7 +433,7 @@ def _record_fired_ahead(
 
 
 def _recover_claims(
-    schedule: _Schedule, ahead: Mapping[str, InFlightClaim]
+    schedule: Schedule, ahead: Mapping[str, InFlightClaim]
 ) -> tuple[list[InFlightClaim], list[Candidate]]:
     """3. Claims in flight whose Job is not seen: created again (the claim was written,
     the create may not have happened: a crash, a 5xx). Seen ones are resolved."""
@@ -519,7 +455,7 @@ def _recover_claims(
 
 
 def _due(
-    schedule: _Schedule, plan: TickPlan, ahead: Mapping[str, InFlightClaim], draft: _Draft
+    schedule: Schedule, plan: TickPlan, ahead: Mapping[str, InFlightClaim], draft: Draft
 ) -> list[Candidate]:
     """4. The due ticks. One whose Job exists was created on its claim made ahead, by
     a pass whose status write was left for later: it is recorded, not created."""
@@ -536,7 +472,7 @@ def _due(
     return due
 
 
-def _manual_trigger(schedule: _Schedule, now: datetime, draft: _Draft) -> Candidate | None:
+def _manual_trigger(schedule: Schedule, now: datetime, draft: Draft) -> Candidate | None:
     """A trigger annotation with a request id not seen before fires once, now (see
     `triggers` for its two spellings). One that cannot be honoured is reported once."""
     value = schedule.annotations.get(TRIGGER_ANNOTATION)
@@ -553,14 +489,14 @@ def _manual_trigger(schedule: _Schedule, now: datetime, draft: _Draft) -> Candid
     return Candidate(name, now, True, asked.request, FiringKind.MANUAL, asked)
 
 
-def _handled_trigger(schedule: _Schedule) -> str | None:
+def _handled_trigger(schedule: Schedule) -> str | None:
     """status.lastTrigger: the request id of the trigger annotation, handled in this
     decision or before (fired, skipped, or refused as unreadable)."""
     value = schedule.annotations.get(TRIGGER_ANNOTATION)
     return request_id(value) if value else schedule.old.last_trigger
 
 
-def _asked(schedule: _Schedule, request: str | None) -> TriggerRequest | None:
+def _asked(schedule: Schedule, request: str | None) -> TriggerRequest | None:
     """The request `request` as the annotation still spells it, if it still does."""
     value = schedule.annotations.get(TRIGGER_ANNOTATION)
     if request is None or not value:
@@ -572,19 +508,7 @@ def _asked(schedule: _Schedule, request: str | None) -> TriggerRequest | None:
     return asked if asked.request == request else None
 
 
-def _trigger_fields(candidate: Candidate) -> dict[str, Any]:
-    """What a manual firing records of its request in status.recentFirings."""
-    asked = candidate.trigger
-    if asked is None:
-        return {}
-    return {
-        "triggered_by": asked.triggered_by,
-        "trigger_reason": asked.trigger_reason,
-        "concurrency_policy": asked.concurrency_policy,
-    }
-
-
-def _report_clashes(schedule: _Schedule, spec: CronScheduleSpec, draft: _Draft) -> None:
+def _report_clashes(schedule: Schedule, spec: CronScheduleSpec, draft: Draft) -> None:
     """A jobTemplate that sets one of Punctual's variables itself keeps its value, and
     says so in one Warning Event per generation of the schedule: in the decision that
     first writes that generation as status.observedGeneration. That write is fenced,
@@ -601,7 +525,7 @@ def _claim(
     creates: Sequence[Candidate],
     in_flight: list[InFlightClaim],
     ahead: Mapping[str, InFlightClaim],
-    draft: _Draft,
+    draft: Draft,
 ) -> list[str]:
     """5. Put the chosen candidates in flight and record them; return the Jobs whose
     claim is new in this write (not recovered, not claimed ahead before)."""
@@ -625,13 +549,13 @@ def _claim(
                 epoch=draft.epoch,
                 manual=candidate.manual,
                 backfill=backfill,
-                **_trigger_fields(candidate),
+                **trigger_fields(candidate),
             )
         )
     return [c.job for c in creates if c.job not in recovered and c.job not in ahead]
 
 
-def _record_missed_and_skipped(plan: TickPlan, draft: _Draft) -> None:
+def _record_missed_and_skipped(plan: TickPlan, draft: Draft) -> None:
     """6. Missed and skipped ticks are recorded with their reasons and counts."""
     for group in (*plan.missed, *plan.skipped):
         noun = "tick" if group.count == 1 else "ticks"
@@ -658,7 +582,7 @@ def _record_missed_and_skipped(plan: TickPlan, draft: _Draft) -> None:
 
 
 def _claim_next_tick(
-    schedule: _Schedule,
+    schedule: Schedule,
     plan: TickPlan,
     in_flight: list[InFlightClaim],
     ahead: Mapping[str, InFlightClaim],
@@ -678,9 +602,9 @@ def _claim_next_tick(
 
 
 def _new_status(
-    schedule: _Schedule,
+    schedule: Schedule,
     plan: TickPlan,
-    draft: _Draft,
+    draft: Draft,
     *,
     creates: Sequence[Candidate],
     in_flight: Sequence[InFlightClaim],
@@ -731,14 +655,14 @@ def _new_status(
     new = _with_conditions(
         new, now=now, generation=schedule.generation, suspension=suspension, draft=draft
     )
-    new = _with_finished(new, plan, now=now, generation=schedule.generation, draft=draft)
+    new = finishing.with_finished(new, plan, now=now, generation=schedule.generation, draft=draft)
     return new, history
 
 
 def _deferral(
-    schedule: _Schedule,
+    schedule: Schedule,
     plan: TickPlan,
-    draft: _Draft,
+    draft: Draft,
     new_status: Mapping[str, Any],
     in_flight: Sequence[InFlightClaim],
     ahead: Mapping[str, InFlightClaim],
@@ -889,427 +813,6 @@ def _without(status: Mapping[str, Any], *keys: str) -> dict[str, Any]:
     return {k: v for k, v in status.items() if k not in keys}
 
 
-def _apply_concurrency(
-    policy: ConcurrencyPolicy,
-    wanted: list[Candidate],
-    live: list[JobSnapshot],
-    draft: _Draft,
-    *,
-    recovering: set[str],
-) -> tuple[list[Candidate], list[JobToDelete]]:
-    """5. Which candidates to create, and which running Jobs Replace deletes first."""
-    if policy is ConcurrencyPolicy.ALLOW or not wanted:
-        return wanted, []
-    # Claims being finished were decided before; they are created whatever the policy.
-    finishing = [c for c in wanted if c.job in recovering]
-    fresh = [c for c in wanted if c.job not in recovering]
-    if not fresh:
-        return finishing, []
-    if policy is ConcurrencyPolicy.FORBID:
-        running = [j.name for j in live] + [c.job for c in finishing]
-        chosen = [] if running else fresh[:1]
-        blocker = running[0] if running else fresh[0].job
-        for candidate in fresh[len(chosen) :]:
-            _record_skip(draft, candidate, f"concurrencyPolicy Forbid: Job {blocker} still runs")
-        return finishing + chosen, []
-    # Replace: the newest candidate replaces everything running.
-    newest = max(fresh, key=lambda c: c.tick)
-    for candidate in fresh:
-        if candidate.job != newest.job:
-            _record_skip(draft, candidate, f"concurrencyPolicy Replace: superseded by {newest.job}")
-    replace = [JobToDelete(j.name, j.uid, f"replaced by {newest.job}", j.held) for j in live]
-    for job in replace:
-        draft.events.append(
-            EventNote("Normal", "Replaced", f"Deleting Job {job.name}: {job.reason}")
-        )
-    return [*finishing, newest], replace
-
-
-def _apply_buffer(
-    spec: CronScheduleSpec,
-    schedule: _Schedule,
-    wanted: list[Candidate],
-    draft: _Draft,
-    *,
-    recovering: set[str],
-    now: datetime,
-) -> list[Candidate]:
-    """5. BufferOne and BufferAll: one Job at a time; due ticks wait in status.buffered.
-
-    The buffer (oldest first) is the written one plus this decision's new candidates. A
-    buffered tick past startingDeadlineSeconds is missed. When nothing runs, the oldest
-    fires, under its own tick's Job name (so it is still exactly once); the others wait,
-    at most one under BufferOne (the first: later ones are skipped) and maxBuffered under
-    BufferAll (the oldest kept, newer ones skipped). The buffer is written in the same
-    status write that claims what fires from it, so a failover keeps it.
-    """
-    finishing = [c for c in wanted if c.job in recovering]
-    queue = [
-        Candidate(b.job, b.tick, b.manual)
-        for b in schedule.old.buffered or []
-        if b.job not in {c.job for c in wanted}
-    ] + [c for c in wanted if c.job not in recovering]
-    waiting: list[Candidate] = []
-    deadline = spec.starting_deadline_seconds
-    for candidate in queue:
-        if candidate.job in schedule.by_name:  # fired already (a claim made ahead)
-            continue
-        late = deadline is not None and now - candidate.tick > timedelta(seconds=deadline)
-        if late and not candidate.manual:
-            draft.firings.append(
-                RecordedFiring(
-                    tick=candidate.tick,
-                    outcome=FiringOutcome.MISSED,
-                    epoch=draft.epoch,
-                    reason=f"buffered past startingDeadlineSeconds {deadline}",
-                )
-            )
-            draft.events.append(
-                EventNote(
-                    "Warning",
-                    "Missed",
-                    f"Buffered tick {format_time(candidate.tick)} passed its deadline",
-                )
-            )
-            continue
-        waiting.append(candidate)
-    running = bool(schedule.live or finishing)
-    chosen = [] if running or not waiting else waiting[:1]
-    room = 1 if spec.concurrency_policy is ConcurrencyPolicy.BUFFER_ONE else spec.max_buffered
-    kept = waiting[len(chosen) : len(chosen) + room]
-    old_buffer = {b.job for b in schedule.old.buffered or []}
-    for candidate in waiting[len(chosen) + room :]:
-        why = (
-            f"concurrencyPolicy BufferOne: tick {format_time(kept[0].tick)} is already buffered"
-            if spec.concurrency_policy is ConcurrencyPolicy.BUFFER_ONE
-            else f"concurrencyPolicy BufferAll: the buffer is full (maxBuffered {room})"
-        )
-        _record_skip(draft, candidate, why)
-    for candidate in kept:
-        if candidate.job not in old_buffer:
-            draft.events.append(
-                EventNote(
-                    "Normal",
-                    "Buffered",
-                    f"Tick {format_time(candidate.tick)} waits for the running Job to finish",
-                )
-            )
-    draft.buffered = [BufferedTick(tick=c.tick, job=c.job, manual=c.manual) for c in kept]
-    return finishing + chosen
-
-
-def _drop_buffer(schedule: _Schedule, spec: CronScheduleSpec, draft: _Draft) -> None:
-    """Ticks still buffered when the policy stops buffering are skipped, and said so."""
-    for entry in schedule.old.buffered or []:
-        if entry.job not in schedule.by_name:
-            candidate = Candidate(entry.job, entry.tick, entry.manual)
-            _record_skip(draft, candidate, f"concurrencyPolicy {spec.concurrency_policy.value}: "
-                         "no longer buffered")  # fmt: skip
-
-
-def _buffer_deadline(spec: CronScheduleSpec, draft: _Draft) -> datetime | None:
-    """When the oldest buffered scheduled tick would pass startingDeadlineSeconds."""
-    deadline = spec.starting_deadline_seconds
-    ticks = [b.tick for b in draft.buffered or [] if not b.manual]
-    if deadline is None or not ticks:
-        return None
-    return min(ticks) + timedelta(seconds=deadline, microseconds=1)
-
-
-def _hold(schedule: _Schedule, spec: CronScheduleSpec) -> _Hold:
-    """pauseOnFailure: count the failed Jobs in a row (scheduled, manual and backfill
-    alike, in tick order; a success resets the count) and decide whether firing is
-    paused. A pause ends only by a resume request (`punctual resume`) or by removing
-    pauseOnFailure from the spec: never by itself."""
-    old = schedule.old
-    request = schedule.annotations.get(RESUME_ANNOTATION)
-    resumed = request if request and request != old.last_resume else None
-    if spec.pause_on_failure is None:
-        return _Hold(failures=None, failed=(), paused=False, resumed=resumed)
-    # Each finished Job is counted once: when status does not yet record its outcome.
-    # Older than everything status still records (a full recentFirings), it was counted.
-    final = (FiringOutcome.FAILED, FiringOutcome.SUCCEEDED, FiringOutcome.REPLACED)
-    recorded = {f.job: f.outcome for f in old.recent_firings if f.job is not None}
-    full = len(old.recent_firings) >= MAX_RECENT_FIRINGS
-    oldest = min((f.tick for f in old.recent_firings), default=None)
-    count = old.consecutive_failures or 0
-    failed: list[str] = []
-    for firing in sorted(old.recent_firings, key=lambda f: f.tick):
-        if firing.outcome is FiringOutcome.SUCCEEDED:
-            failed = []
-        elif firing.outcome is FiringOutcome.FAILED and firing.job is not None:
-            failed.append(firing.job)
-    for job in sorted((j for j in schedule.ours if j.state is not JobState.ACTIVE),
-                      key=lambda j: (j.tick or EPOCH, j.name)):  # fmt: skip
-        if recorded.get(job.name) in final:
-            continue
-        if full and oldest is not None and (job.tick is None or job.tick < oldest):
-            continue
-        if job.state is JobState.FAILED:
-            count += 1
-            failed.append(job.name)
-        else:
-            count = 0
-            failed = []
-    if resumed is not None:
-        count = 0
-    was_paused = any(c.type == "Paused" and c.status == "True" for c in old.conditions)
-    paused = resumed is None and (was_paused or count >= spec.pause_on_failure.consecutive_failures)
-    newest = tuple(reversed(failed))[: spec.pause_on_failure.consecutive_failures]
-    return _Hold(failures=count, failed=newest, paused=paused, resumed=resumed)
-
-
-def _with_hold(
-    status: CronScheduleStatus,
-    hold: _Hold,
-    spec: CronScheduleSpec,
-    name: str,
-    *,
-    now: datetime,
-    generation: int,
-    draft: _Draft,
-) -> CronScheduleStatus:
-    """The Paused condition, the failure count and the last resume request handled."""
-    conditions = list(status.conditions)
-    updates: dict[str, Any] = {"consecutive_failures": hold.failures}
-    if hold.resumed is not None:
-        updates["last_resume"] = hold.resumed
-    had = any(c.type == "Paused" for c in conditions)
-    if spec.pause_on_failure is None and not had:
-        return status.model_copy(update=updates)
-    if hold.paused:
-        jobs = ", ".join(hold.failed)
-        message = (
-            f"{hold.failures} Jobs failed in a row ({jobs}); "
-            f"`punctual resume {name}` resumes firing"
-        )
-        if _set_condition(
-            conditions,
-            kind="Paused",
-            status="True",
-            reason="ConsecutiveFailures",
-            message=message,
-            now=now,
-            generation=generation,
-        ):
-            draft.events.append(EventNote("Warning", "Paused", f"Firing paused: {message}"))
-        _set_condition(
-            conditions,
-            kind="Ready",
-            status="False",
-            reason="Paused",
-            message=message,
-            now=now,
-            generation=generation,
-        )
-    else:
-        before = next((c.reason for c in conditions if c.type == "Paused"), None)
-        reason = "Resumed" if hold.resumed is not None or before == "Resumed" else "Firing"
-        if (
-            _set_condition(
-                conditions,
-                kind="Paused",
-                status="False",
-                reason=reason,
-                message="",
-                now=now,
-                generation=generation,
-            )
-            and had
-        ):
-            draft.events.append(EventNote("Normal", "Resumed", "Firing resumed after a pause"))
-    return status.model_copy(update={**updates, "conditions": conditions})
-
-
-def _with_freshness(
-    status: CronScheduleStatus,
-    spec: CronScheduleSpec,
-    schedule: _Schedule,
-    *,
-    now: datetime,
-    draft: _Draft,
-) -> tuple[CronScheduleStatus, datetime | None]:
-    """successDeadlineSeconds: Stale when the first tick after the newest successful Job's
-    tick (or after creation) is older than the deadline with no Job of it, or of a later
-    tick, succeeded. Returns the status and when it would turn Stale (to wake then)."""
-    conditions = [c for c in status.conditions if c.type != "Stale"]
-    deadline = spec.success_deadline_seconds
-    if deadline is None:
-        return status.model_copy(
-            update={"conditions": conditions, "last_successful_tick": None}
-        ), None
-    succeeded = [j.tick for j in schedule.ours if j.state is JobState.SUCCEEDED and j.tick]
-    last = max([*succeeded, *filter(None, [schedule.old.last_successful_tick])], default=None)
-    try:
-        first = tick_source(spec, uid=schedule.uid).next_tick(last or schedule.created)
-    except ScheduleError:
-        first = None
-    due = first + timedelta(seconds=deadline) if first is not None else None
-    conditions = list(status.conditions)
-    if due is not None and now >= due:
-        assert first is not None
-        message = (
-            f"no Job of tick {format_time(first)} or later has succeeded within "
-            f"successDeadlineSeconds {deadline} (by {format_time(due)})"
-        )
-        if _set_condition(
-            conditions, kind="Stale", status="True", reason="NoSuccess", message=message,
-            now=now, generation=schedule.generation,
-        ):  # fmt: skip
-            draft.events.append(EventNote("Warning", "Stale", message))
-        wake = None
-    else:
-        _set_condition(
-            conditions, kind="Stale", status="False", reason="Fresh", message="",
-            now=now, generation=schedule.generation,
-        )  # fmt: skip
-        wake = due
-    return status.model_copy(update={"conditions": conditions, "last_successful_tick": last}), wake
-
-
-def _backfill(
-    schedule: _Schedule,
-    spec: CronScheduleSpec,
-    creates: Sequence[Candidate],
-    draft: _Draft,
-    *,
-    now: datetime,
-) -> tuple[list[Candidate], datetime | None]:
-    """The next batch of a backfill (see `backfilling`): a new request starts, a cancel
-    stops, a running one advances. Ticks already done are never created again."""
-    old = schedule.old.backfill
-    value = schedule.annotations.get(BACKFILL_ANNOTATION)
-    try:
-        source = tick_source(spec, uid=schedule.uid)
-    except ScheduleError:
-        return [], None
-    current = old
-    if value:
-        started = begin(value, old, source, now)
-        if started is not None:
-            current = started.backfill
-            if started.note:
-                kind: EventType = "Warning" if current.state is BackfillState.INVALID else "Normal"
-                draft.events.append(EventNote(kind, "Backfill", started.note))
-    if current is None:
-        return [], None
-    recorded = {f.job for f in schedule.old.recent_firings if f.job is not None}
-    recorded |= {c.job for c in schedule.old.in_flight} | {c.job for c in creates}
-
-    def already(tick: datetime) -> bool:
-        name = job_name(schedule.name, tick)
-        return name in schedule.by_name or name in recorded or covers(old, tick)
-
-    running = len(schedule.live) + len(creates)
-    step = advance(current, source, already=already, running=running, now=now)
-    if step.note:
-        draft.events.append(EventNote("Normal", "Backfill", step.note))
-    draft.backfill = step.backfill
-    fills = [
-        Candidate(job_name(schedule.name, tick), tick, kind=FiringKind.BACKFILL)
-        for tick in step.ticks
-    ]
-    return fills, step.wake
-
-
-def _skip_frozen(due: list[Candidate], frozen: Sequence[Freeze], draft: _Draft) -> list[Candidate]:
-    """Due ticks inside a Skip freeze window are skipped, the window named as the reason."""
-    kept = []
-    for candidate in due:
-        held = holding(frozen, candidate.tick, FreezeAction.SKIP)
-        if held is None:
-            kept.append(candidate)
-        else:
-            freeze, until = held
-            reason = f"FreezeWindow {freeze.name}: Skip until {format_time(until)}"
-            _record_skip(draft, candidate, reason)
-    return kept
-
-
-def _with_frozen(
-    status: CronScheduleStatus,
-    frozen: Sequence[Freeze],
-    *,
-    now: datetime,
-    generation: int,
-    draft: _Draft,
-) -> CronScheduleStatus:
-    """The Frozen condition: True while a FreezeWindow holds the schedule, naming it."""
-    conditions = list(status.conditions)
-    had = any(c.type == "Frozen" for c in conditions)
-    held = holding(frozen, now)
-    if held is None and not had:
-        return status
-    if held is not None:
-        freeze, until = held
-        verb = "skips" if freeze.action is FreezeAction.SKIP else "defers"
-        message = f"FreezeWindow {freeze.name} {verb} ticks until {format_time(until)}"
-        if _set_condition(
-            conditions, kind="Frozen", status="True", reason=freeze.action.value,
-            message=message, now=now, generation=generation,
-        ):  # fmt: skip
-            draft.events.append(EventNote("Normal", "Frozen", message))
-    elif _set_condition(
-        conditions, kind="Frozen", status="False", reason="NoFreeze", message="",
-        now=now, generation=generation,
-    ):  # fmt: skip
-        draft.events.append(EventNote("Normal", "Thawed", "No FreezeWindow holds it any more"))
-    return status.model_copy(update={"conditions": conditions})
-
-
-def _overriding(wanted: list[Candidate], recovering: set[str]) -> list[Candidate]:
-    """Manual triggers that asked for their own concurrencyPolicy (not being recovered)."""
-    return [
-        c
-        for c in wanted
-        if c.trigger is not None
-        and c.trigger.concurrency_policy is not None
-        and c.job not in recovering
-    ]
-
-
-def _apply_overrides(
-    overriding: list[Candidate],
-    creates: list[Candidate],
-    replace: list[JobToDelete],
-    live: list[JobSnapshot],
-    draft: _Draft,
-) -> tuple[list[Candidate], list[JobToDelete]]:
-    """5. A manual trigger that asked for its own concurrencyPolicy is decided after the
-    others, under its policy, against the Jobs still running and those this decision
-    creates."""
-    for candidate in overriding:
-        assert candidate.trigger is not None and candidate.trigger.concurrency_policy is not None
-        going = {j.name for j in replace}
-        running = [j for j in live if j.name not in going]
-        creates, more = _apply_concurrency(
-            candidate.trigger.concurrency_policy,
-            [*creates, candidate],
-            running,
-            draft,
-            recovering={c.job for c in creates},
-        )
-        replace = [*replace, *more]
-    return creates, replace
-
-
-def _record_skip(draft: _Draft, candidate: Candidate, reason: str) -> None:
-    draft.skips.append(reason.split(":", 1)[0].replace(" ", "="))  # concurrencyPolicy=Forbid
-    draft.firings.append(
-        RecordedFiring(
-            tick=candidate.tick,
-            outcome=FiringOutcome.SKIPPED,
-            epoch=draft.epoch,
-            reason=reason,
-            manual=candidate.manual,
-            **_trigger_fields(candidate),
-        )
-    )
-    draft.events.append(
-        EventNote("Normal", "Skipped", f"Tick {format_time(candidate.tick)}: {reason}")
-    )
-
-
 def _with_outcome(
     firing: RecordedFiring, finished: Mapping[str, JobState], replaced: set[str]
 ) -> RecordedFiring:
@@ -1350,111 +853,16 @@ def _prune(
     return prune
 
 
-def _set_condition(
-    conditions: list[Condition],
-    *,
-    kind: str,
-    status: Literal["True", "False", "Unknown"],
-    reason: str,
-    message: str,
-    now: datetime,
-    generation: int,
-) -> bool:
-    """Set one condition in place; True if its status changed (a transition)."""
-    for i, cond in enumerate(conditions):
-        if cond.type == kind:
-            changed = cond.status != status
-            conditions[i] = Condition(
-                type=kind,
-                status=status,
-                reason=reason,
-                message=message,
-                last_transition_time=now if changed else cond.last_transition_time,
-                observed_generation=generation,
-            )
-            return changed
-    conditions.append(
-        Condition(
-            type=kind,
-            status=status,
-            reason=reason,
-            message=message,
-            last_transition_time=now,
-            observed_generation=generation,
-        )
-    )
-    return True
-
-
-def _with_finished(
-    status: CronScheduleStatus, plan: TickPlan, *, now: datetime, generation: int, draft: _Draft
-) -> CronScheduleStatus:
-    """The Finished condition, for a schedule with endTime or maxRuns (or that had one):
-    True once no tick is left (EndTimeReached, MaxRunsReached), with one Event; Ready
-    turns False then. An edit that leaves ticks again (a later endTime, a higher maxRuns)
-    turns it False."""
-    conditions = list(status.conditions)
-    had = any(c.type == "Finished" for c in conditions)
-    if not (plan.limited or had):
-        return status
-    reason = plan.finished
-    if reason is None:
-        _set_condition(
-            conditions,
-            kind="Finished",
-            status="False",
-            reason="TicksLeft",
-            message="",
-            now=now,
-            generation=generation,
-        )
-        return status.model_copy(update={"conditions": conditions})
-    message = (
-        "spec.maxRuns scheduled runs have fired"
-        if reason == MAX_RUNS_REACHED
-        else "no tick is left before spec.endTime"
-    )
-    if _set_condition(
-        conditions,
-        kind="Finished",
-        status="True",
-        reason=reason,
-        message=message,
-        now=now,
-        generation=generation,
-    ):
-        draft.events.append(EventNote("Normal", "Finished", f"Finished: {message}"))
-    _set_condition(
-        conditions,
-        kind="Ready",
-        status="False",
-        reason="Finished",
-        message=message,
-        now=now,
-        generation=generation,
-    )
-    return status.model_copy(update={"conditions": conditions})
-
-
-def _suspension(spec: CronScheduleSpec, now: datetime) -> tuple[str, str] | None:
-    """Why the user suspended firing (reason, message), or None."""
-    if spec.suspend:
-        return "Suspended", "spec.suspend is true: no tick fires"
-    if spec.suspend_until is not None and now < spec.suspend_until:
-        return "SuspendedUntil", f"no tick fires before {format_time(spec.suspend_until)}"
-    return None
-
-
 def _with_conditions(
     status: CronScheduleStatus,
     *,
     now: datetime,
     generation: int,
     suspension: tuple[str, str] | None,
-    draft: _Draft,
+    draft: Draft,
 ) -> CronScheduleStatus:
     conditions = list(status.conditions)
-    _set_condition(
+    set_condition(
         conditions,
         kind="InvalidSpec",
         status="False",
@@ -1471,7 +879,7 @@ def _with_conditions(
         ready_reason = "Scheduled"
         ready_message = f"next tick {format_time(nxt)}" if nxt else "no further tick"
     was_suspended = any(c.type == "Suspended" and c.status == "True" for c in conditions)
-    if _set_condition(
+    if set_condition(
         conditions,
         kind="Suspended",
         status="True" if suspended else "False",
@@ -1487,7 +895,7 @@ def _with_conditions(
                 "Firing paused" if suspended else "Firing resumed",
             )
         )
-    _set_condition(
+    set_condition(
         conditions,
         kind="Ready",
         status="False" if suspended else "True",
@@ -1500,7 +908,7 @@ def _with_conditions(
 
 
 def _invalid(
-    schedule: _Schedule,
+    schedule: Schedule,
     reason: str,
     *,
     now: datetime,
@@ -1509,7 +917,7 @@ def _invalid(
     """An unusable spec: say so in conditions and one Event; fire nothing."""
     old, generation = schedule.old, schedule.generation
     conditions = list(old.conditions)
-    became_invalid = _set_condition(
+    became_invalid = set_condition(
         conditions,
         kind="InvalidSpec",
         status="True",
@@ -1518,7 +926,7 @@ def _invalid(
         now=now,
         generation=generation,
     )
-    _set_condition(
+    set_condition(
         conditions,
         kind="Ready",
         status="False",

@@ -10,7 +10,8 @@ when the window ends, as one RunLatest tick).
 
 This module reads FreezeWindow objects into typed values and answers, purely, "which
 freezes hold this schedule at this instant, and until when?". It never talks to the API
-server, reads the clock, or decides what fires: `deciding` does, with these answers.
+server, reads the clock, or decides what fires: `deciding` and `pausing` do, with these
+answers.
 """
 
 from __future__ import annotations
