@@ -13,20 +13,17 @@ What it must never do: decide (that is `core`), or write other than through `kub
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 from datetime import datetime, timedelta
-from typing import Any
 
 from aiohttp import web
 
 from punctual.clocks import ServerClock
-from punctual.core.freezing import Freeze, freeze_status, read_freeze
 from punctual.core.jobs import JobSnapshot
 from punctual.core.times import maybe_time
 from punctual.kube.applying import Applier
-from punctual.kube.client import ApiError, KubeClient, NotFound, load_credentials
+from punctual.kube.client import ApiError, KubeClient, load_credentials
 from punctual.kube.events import EventRecorder
 from punctual.kube.jobwatching import JobIndex
 from punctual.kube.leases import Installations
@@ -36,6 +33,7 @@ from punctual.kube.sharding import ShardedElection, shard_key, shard_of
 from punctual.kube.watching import make_registry, new_indexers, quiet_kopf, watch
 from punctual.metrics import Metrics, serve
 from punctual.runtime.calibrating import calibrate
+from punctual.runtime.freezewindows import FreezeWindows
 from punctual.runtime.logs import configure_logging
 from punctual.runtime.options import Options, default_identity
 from punctual.runtime.reconciling import Installation, Reconciler, Role
@@ -46,17 +44,14 @@ from punctual.runtime.view import LeaderView
 logger = logging.getLogger("punctual")
 
 RESYNC_EVERY = timedelta(minutes=5)
-# How often the leader lists FreezeWindows (the watch tells it sooner) and writes their status.
-FREEZES_EVERY = timedelta(seconds=5)
 
 __all__ = ["Fatal", "Operator", "Options", "run"]
 
 
 class Operator:
-    """The running process: wires the parts, follows the schedules, the Jobs and the
-    FreezeWindows, and supervises them. Over 200 lines because it is the one place that
-    wires everything; its FreezeWindow following (`_on_freeze` to `_refresh_freezes`) is
-    the next piece to move into a module of its own."""
+    """The running process: wires the parts (the indices, the FreezeWindows, the Lease
+    loop, the scheduler loop, the Events) and supervises them. Over 200 lines because it
+    is the one place that wires everything."""
 
     def __init__(
         self,
@@ -116,13 +111,20 @@ class Operator:
             ),
             others=Installations(api, clock=clock),
             events=self.events,
-            freezes=self.freezes_of,
+            freezes=lambda namespace: self.freezes.freezes_of(namespace),
         )
-        self.freezes: dict[str, dict[str, dict[str, Any]]] = {}  # namespace -> name -> body
+        self.freezes = FreezeWindows(
+            api,
+            options.namespaces,
+            view=self.view,
+            election=self.election,
+            clock=clock,
+            notify=self.loop.notify,
+        )
         # The schedules and the Jobs listed: nothing is decided before.
         self.synced = asyncio.Event()
         self.watching = asyncio.Event()  # kopf has started its watches (readiness)
-        self.registry = make_registry(credentials=api.credentials, on_freeze=self._on_freeze)
+        self.registry = make_registry(credentials=api.credentials, on_freeze=self.freezes.changed)
 
     async def _reconcile(self, key: Key) -> datetime | None:
         return await self.reconciler(key)
@@ -136,70 +138,6 @@ class Operator:
     def _on_job(self, key: Key, uid: str, job: JobSnapshot | None) -> None:
         if self.view.job_changed(uid, job):
             self.loop.notify(key)
-
-    def _on_freeze(self, namespace: str, name: str, body: dict[str, Any] | None) -> None:
-        known = self.freezes.setdefault(namespace, {})
-        if body is None:
-            known.pop(name, None)
-        else:
-            known[name] = body
-        for key in self.view.schedule_keys():
-            if key[0] == namespace:
-                self.loop.notify(key)
-
-    def freezes_of(self, namespace: str) -> list[Freeze]:
-        """The usable FreezeWindows of a namespace (an invalid one holds nothing)."""
-        read = (read_freeze(body) for body in self.freezes.get(namespace, {}).values())
-        return [freeze for freeze in read if isinstance(freeze, Freeze)]
-
-    async def _follow_freezes(self, stop: asyncio.Event) -> None:
-        """While leading: list the FreezeWindows (so none is missed at a hand-over) and
-        write their status (schedules held, the current window, InvalidSpec)."""
-        missing_said = False
-        while not stop.is_set():
-            if self.election.is_leader():  # any shard: its decisions need the freezes
-                try:
-                    await self._refresh_freezes()
-                except NotFound:
-                    if not missing_said:
-                        logger.info("no FreezeWindow CRD installed: freeze windows are off")
-                        missing_said = True
-                except ApiError as error:
-                    logger.warning("listing FreezeWindows failed: %s", error)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=FREEZES_EVERY.total_seconds())
-
-    async def _refresh_freezes(self) -> None:
-        prefixes = [f"namespaces/{ns}/" for ns in self.options.namespaces] or [""]
-        listed: dict[str, dict[str, dict[str, Any]]] = {}
-        for prefix in prefixes:
-            answer = await self.api.get(f"/apis/punctual.dev/v1/{prefix}freezewindows")
-            for item in answer.get("items") or []:
-                meta = item["metadata"]
-                listed.setdefault(meta["namespace"], {})[meta["name"]] = item
-        changed = {ns for ns in {*listed, *self.freezes} if listed.get(ns) != self.freezes.get(ns)}
-        self.freezes = listed
-        labels: dict[str, list[dict[str, str]]] = {}
-        for key in self.view.schedule_keys():
-            if key[0] in listed:
-                body = self.view.schedule(key) or {}
-                labels.setdefault(key[0], []).append(
-                    (body.get("metadata") or {}).get("labels") or {}
-                )
-        now = self.clock.now()
-        # One writer of FreezeWindow status: the leader of the first shard.
-        writes = self.election.electors[0].is_leader()
-        for namespace, bodies in listed.items() if writes else ():
-            for name, body in bodies.items():
-                status = freeze_status(body, labels.get(namespace, []), now)
-                if status != body.get("status"):
-                    path = (
-                        f"/apis/punctual.dev/v1/namespaces/{namespace}/freezewindows/{name}/status"
-                    )
-                    await self.api.patch(path, {"status": status})
-        for key in self.view.schedule_keys():
-            if key[0] in changed:
-                self.loop.notify(key)
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -291,7 +229,7 @@ class Operator:
             asyncio.create_task(calibrate(self.clock, self.api, stop), name="clock"),
             asyncio.create_task(self.schedules.run(stop), name="schedules"),
             asyncio.create_task(self.jobs.run(stop), name="jobs"),
-            asyncio.create_task(self._follow_freezes(stop), name="freeze windows"),
+            asyncio.create_task(self.freezes.follow(stop), name="freeze windows"),
         ]
         helpers = [
             asyncio.create_task(self._notify_when_synced(), name="synced"),

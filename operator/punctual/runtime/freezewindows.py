@@ -1,0 +1,123 @@
+"""The FreezeWindows as the operator follows them: kopf's events, a list every few seconds
+while leading, and their status.
+
+Why it exists: a decision needs the usable FreezeWindows of its schedule's namespace
+(`freezes_of`). kopf tells of each change; the leader also lists them every
+FREEZES_EVERY, so that none is missed at a hand-over and a cluster without their CRD
+keeps firing (said once in the log), and the first shard's leader writes their status
+(schedules held, the current window, InvalidSpec). Any change wakes the schedules of
+its namespace.
+
+What it must never do: decide a firing, or write anything but a FreezeWindow's status.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+from punctual.clocks import Clock
+from punctual.core.freezing import Freeze, freeze_status, read_freeze
+from punctual.kube.client import ApiError, KubeClient, NotFound
+from punctual.kube.sharding import ShardedElection
+from punctual.runtime.scheduling import Key
+from punctual.runtime.view import LeaderView
+
+logger = logging.getLogger("punctual")
+
+# How often the leader lists FreezeWindows (the watch tells it sooner) and writes their status.
+FREEZES_EVERY = timedelta(seconds=5)
+
+Bodies = dict[str, dict[str, dict[str, Any]]]  # namespace -> name -> body
+
+
+class FreezeWindows:
+    def __init__(
+        self,
+        api: KubeClient,
+        namespaces: list[str],
+        *,
+        view: LeaderView,
+        election: ShardedElection,
+        clock: Clock,
+        notify: Callable[[Key], None],
+    ) -> None:
+        self.api = api
+        self.namespaces = namespaces  # empty: every namespace
+        self.view = view
+        self.election = election
+        self.clock = clock
+        self.notify = notify
+        self.known: Bodies = {}
+
+    def changed(self, namespace: str, name: str, body: dict[str, Any] | None) -> None:
+        """kopf's event: a FreezeWindow changed (None: deleted)."""
+        known = self.known.setdefault(namespace, {})
+        if body is None:
+            known.pop(name, None)
+        else:
+            known[name] = body
+        self._wake({namespace})
+
+    def freezes_of(self, namespace: str) -> list[Freeze]:
+        """The usable FreezeWindows of a namespace (an invalid one holds nothing)."""
+        read = (read_freeze(body) for body in self.known.get(namespace, {}).values())
+        return [freeze for freeze in read if isinstance(freeze, Freeze)]
+
+    async def follow(self, stop: asyncio.Event) -> None:
+        """While leading: list the FreezeWindows and write their status."""
+        missing_said = False
+        while not stop.is_set():
+            if self.election.is_leader():  # any shard: its decisions need the freezes
+                try:
+                    await self.refresh()
+                except NotFound:
+                    if not missing_said:
+                        logger.info("no FreezeWindow CRD installed: freeze windows are off")
+                        missing_said = True
+                except ApiError as error:
+                    logger.warning("listing FreezeWindows failed: %s", error)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=FREEZES_EVERY.total_seconds())
+
+    async def refresh(self) -> None:
+        prefixes = [f"namespaces/{ns}/" for ns in self.namespaces] or [""]
+        listed: Bodies = {}
+        for prefix in prefixes:
+            answer = await self.api.get(f"/apis/punctual.dev/v1/{prefix}freezewindows")
+            for item in answer.get("items") or []:
+                meta = item["metadata"]
+                listed.setdefault(meta["namespace"], {})[meta["name"]] = item
+        changed = {ns for ns in {*listed, *self.known} if listed.get(ns) != self.known.get(ns)}
+        self.known = listed
+        # One writer of FreezeWindow status: the leader of the first shard.
+        if self.election.electors[0].is_leader():
+            await self._write_status(listed)
+        self._wake(changed)
+
+    async def _write_status(self, listed: Bodies) -> None:
+        labels: dict[str, list[dict[str, str]]] = {}
+        for key in self.view.schedule_keys():
+            if key[0] in listed:
+                body = self.view.schedule(key) or {}
+                labels.setdefault(key[0], []).append(
+                    (body.get("metadata") or {}).get("labels") or {}
+                )
+        now = self.clock.now()
+        for namespace, bodies in listed.items():
+            for name, body in bodies.items():
+                status = freeze_status(body, labels.get(namespace, []), now)
+                if status != body.get("status"):
+                    path = (
+                        f"/apis/punctual.dev/v1/namespaces/{namespace}/freezewindows/{name}/status"
+                    )
+                    await self.api.patch(path, {"status": status})
+
+    def _wake(self, namespaces: set[str]) -> None:
+        for key in self.view.schedule_keys():
+            if key[0] in namespaces:
+                self.notify(key)
