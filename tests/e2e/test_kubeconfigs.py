@@ -166,7 +166,7 @@ def test_run_trigger_history_and_describe_authenticate_with_an_exec_plugin(
         assert triggered.returncode == 0, triggered.stderr
         assert f"cronschedule {namespace}/manual triggered" in triggered.stdout
         assert runs(log) > before
-        # The operator saw the trigger through kopf's watch, which logged in with the plugin.
+        # The operator saw the trigger through its schedule watch, authenticated by the plugin.
         wait_until(lambda: manual_firings(crd, namespace, "manual"), 30, what="the firing")
     before = runs(log)
     history = punctual("history", "manual", kubeconfig=kubeconfig)

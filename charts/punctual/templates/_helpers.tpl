@@ -104,7 +104,7 @@ job="{{ include "punctual.metricsServiceName" . }}"
 
 {{/* The operator's rules on the namespaced resources it manages (in a Role or ClusterRole). */}}
 {{- define "punctual.scheduleRules" -}}
-# Watched by every replica (kopf keeps them in in-memory indices); get re-reads after a 409.
+# Watched by every replica (kept in in-memory indices); get re-reads after a 409.
 - apiGroups: [punctual.dev]
   resources: [cronschedules]
   verbs: [get, list, watch]
