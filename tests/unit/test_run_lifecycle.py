@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from punctual.core.deciding import RESUME_ANNOTATION, Decision
-from punctual.core.jobs import manual_job_name
+from punctual.core.jobs import JobSnapshot, manual_job_name
 
 from .test_deciding import (
     BROKEN,
@@ -207,6 +207,37 @@ def test_manual_firings_count_and_a_manual_trigger_still_fires_while_paused() ->
     assert decision.status is not None
     assert condition(decision.status, "Paused")["status"] == "True"
     assert [c.name for c in decision.creates] == [manual_job_name("nightly-report", "m2")]
+
+
+def backfilled(spec: Mapping[str, Any], state: Any) -> tuple[dict[str, Any], list[JobSnapshot]]:
+    """Two failed scheduled Jobs (T0-2h, T0-1h), and the Job of a backfill of T0-10h in
+    `state`, fired (and recorded as Created) after them."""
+    status = failing_history(spec, [BROKEN, BROKEN])
+    status["recentFirings"].insert(
+        0, {"tick": iso(T0 - 10 * H), "job": n(T0 - 10 * H), "outcome": "Created", "epoch": 6,
+            "backfill": True},
+    )  # fmt: skip
+    jobs = [job(T0 - 2 * H, BROKEN), job(T0 - H, BROKEN), job(T0 - 10 * H, state)]
+    return status, jobs
+
+
+def test_a_failed_backfill_job_counts_as_a_failure_in_tick_order() -> None:
+    spec = spec_body(**PAUSE)
+    status, jobs = backfilled(spec, BROKEN)
+    decision = run(schedule_body(spec, status), jobs, now=T0 + S)
+    assert decision.status is not None
+    assert decision.status["consecutiveFailures"] == 3
+    assert condition(decision.status, "Paused")["status"] == "True"
+    assert decision.creates == ()
+
+
+def test_a_successful_backfill_of_an_older_tick_does_not_reset_newer_failures() -> None:
+    spec = spec_body(**PAUSE)
+    status, jobs = backfilled(spec, DONE)
+    decision = run(schedule_body(spec, status), jobs, now=T0 + S)
+    assert decision.status is not None
+    assert decision.status["consecutiveFailures"] == 2  # T0-10h comes first in tick order
+    assert condition(decision.status, "Paused")["status"] == "False"
 
 
 # -- suspendUntil ----------------------------------------------------------------------
