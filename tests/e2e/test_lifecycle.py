@@ -105,6 +105,54 @@ def test_buffer_all_fires_each_buffered_tick_once_one_job_at_a_time_across_a_lea
     assert any("maxBuffered 2" in f["reason"] for f in skipped)
 
 
+def test_buffer_one_keeps_the_first_tick_a_job_overruns_and_skips_the_rest(
+    crd: Cluster, namespace: str, workdir: Path
+) -> None:
+    """Every second, Jobs of 2.5 s: while one runs, the first tick due waits in the buffer
+    and fires as soon as it finishes; later ticks are skipped, naming the buffered one."""
+    if crd.audit_log is None:
+        pytest.skip("needs the local control plane's audit log")
+    with operators(crd, namespace, workdir) as ops:
+        ops.start("solo")
+        wait_until(lambda: leader_of(crd, namespace) == "solo", 20, what="leadership")
+        body = schedule("one", "* * * * * *", run_ms=2500, concurrencyPolicy="BufferOne",
+                        successfulJobsHistoryLimit=30)  # fmt: skip
+        apply(crd, namespace, body)
+        seen: list[list[str]] = []
+
+        def buffered_now() -> list[str]:
+            names = [b["job"] for b in status_of(crd, namespace, "one").get("buffered") or []]
+            seen.append(names)
+            return names
+
+        wait_until(buffered_now, 20, what="a buffered tick")
+        end = time.monotonic() + 12
+        while time.monotonic() < end:
+            buffered_now()
+            time.sleep(0.3)
+        status = status_of(crd, namespace, "one")
+        jobs = jobs_of(crd, namespace, "one")
+
+    creates = created(crd, namespace, "one")
+    assert_exactly_once(creates)
+    assert max(len(names) for names in seen) == 1, "BufferOne kept more than one tick"
+    fired = {c.name for c in creates}
+    still = {b["job"] for b in status.get("buffered") or []}
+    left = {name for names in seen for name in names} - still
+    assert left and left <= fired, (left, fired)  # every tick that left the buffer fired
+    assert any((c.at - tick_of(c.name)).total_seconds() > 1.5 for c in creates)
+    done = sorted(
+        (parse(j["metadata"]["creationTimestamp"]), parse(j["status"]["completionTime"]))
+        for j in jobs
+        if (j.get("status") or {}).get("completionTime")
+    )
+    assert len(done) >= 3
+    for (_, finished), (started, _) in itertools.pairwise(done):
+        assert started >= finished - timedelta(seconds=1), (started, finished)
+    skipped = [f for f in status.get("recentFirings") or [] if f["outcome"] == "Skipped"]
+    assert any("BufferOne" in f["reason"] and "already buffered" in f["reason"] for f in skipped)
+
+
 def test_three_failed_jobs_pause_the_schedule_and_punctual_resume_resumes_it(
     crd: Cluster, namespace: str, workdir: Path
 ) -> None:
