@@ -12,7 +12,7 @@ import math
 
 import pytest
 
-from punctual.kube.ratelimiting import RateLimiter, backoff
+from punctual.kube.ratelimiting import RateLimiter, backoff, window_after
 
 
 class FakeTime:
@@ -188,3 +188,67 @@ async def test_a_cap_and_a_pause_add_up() -> None:
     capped = RateLimiter(10, 1, monotonic=time.clock, sleep=time.sleep)
     capped.answered(429, 1.0)
     assert await times_of(capped, time, 2) == [1.0, 1.1]
+
+
+# -- the window: writes in flight after a 429 ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("window", "in_flight", "status", "fresh", "after"),
+    [
+        (None, 128, 201, True, None),  # never refused: no limit
+        (None, 128, 429, True, 64),  # the first refusal halves what was in flight
+        (None, 1, 429, True, 1),  # never below one
+        (64, 64, 429, False, 64),  # a refusal of a write sent before the last halving
+        (64, 40, 429, True, 20),  # halves what is in flight, if fewer than the window
+        (32, 32, 201, True, 33),  # each success widens it by one
+        (128, 100, 201, True, None),  # past the ceiling: no limit again
+        (32, 32, 503, True, 32),  # a 5xx pauses (backoff) but leaves the window
+        (32, 32, 409, True, 33),  # a conflict is an answer: the server had room
+    ],
+)
+def test_window_after(
+    window: int | None, in_flight: int, status: int, fresh: bool, after: int | None
+) -> None:
+    assert window_after(window, in_flight, status, fresh=fresh) == after
+
+
+async def test_after_a_429_only_half_the_writes_go_out_until_answers_widen_the_window() -> None:
+    time = FakeTime()
+    limiter = RateLimiter(monotonic=time.clock, sleep=time.sleep)
+    release = asyncio.Event()
+    started = 0
+
+    async def write() -> None:
+        nonlocal started
+        async with limiter.slot() as sent_at:
+            started += 1
+            await release.wait()
+            limiter.answered(201, sent_at=sent_at)
+
+    async with limiter.slot() as first:  # 1 write in flight, refused: the window is 1
+        limiter.answered(429, 0.0, sent_at=first)
+    assert limiter.window == 1
+    writers = [asyncio.create_task(write()) for _ in range(5)]
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert started == 1 and limiter.in_flight == 1  # the others wait for a slot
+    release.set()
+    await asyncio.gather(*writers)
+    assert started == 5 and limiter.window == 1 + 5  # each answer widened it by one
+
+
+async def test_a_wave_of_refusals_halves_the_window_once() -> None:
+    time = FakeTime()
+    limiter = RateLimiter(monotonic=time.clock, sleep=time.sleep)
+    sent = time.now
+    limiter.in_flight = 100  # a herd's writes, all sent before any answer
+    limiter.answered(429, 1.0, sent_at=sent)
+    assert limiter.window == 50
+    for _ in range(30):  # the rest of the same wave
+        limiter.answered(429, 1.0, sent_at=sent)
+    assert limiter.window == 50
+    time.now += 2
+    limiter.in_flight = 50
+    limiter.answered(429, 1.0, sent_at=time.now)  # sent after the halving: a new wave
+    assert limiter.window == 25

@@ -136,15 +136,17 @@ class Applier:
             raise NotLeader()
 
     async def _call(self, request: Awaitable[Body]) -> Body:
-        """Send one write; tell the limiter how the server answered (a 429 or 5xx pauses
-        every write, see ratelimiting). Errors are raised as they are, never retried."""
-        try:
-            answer = await request
-        except ApiError as error:
-            self.limiter.answered(error.status, error.retry_after)
-            raise
-        self.limiter.answered(200)
-        return answer
+        """Send one write within the limiter's window; tell it how the server answered (a
+        429 or 5xx pauses every write, see ratelimiting). Errors are raised as they are,
+        never retried."""
+        async with self.limiter.slot() as sent_at:
+            try:
+                answer = await request
+            except ApiError as error:
+                self.limiter.answered(error.status, error.retry_after, sent_at=sent_at)
+                raise
+            self.limiter.answered(200, sent_at=sent_at)
+            return answer
 
     async def apply(self, schedule: Mapping[str, Any], decision: Decision) -> Applied:
         """Apply `decision` to `schedule` (as it was read): claim, replace, create, record,
