@@ -29,6 +29,9 @@ NAMESPACE = "bench"
 LEASE = "punctual-leader"
 HARNESS_AGENT = "punctual-bench"  # the harness's own requests (set-up, lists)
 RAW_AGENT = "punctual-bench-raw"  # the raw-limit client's creates
+# The user of the controller under test and the raw client on the overloaded API server:
+# bound to cluster-admin but not in system:masters, which the API server never refuses.
+SUBJECT_USER = "punctual-bench-subject"
 
 
 def rel(path: Path) -> str:
