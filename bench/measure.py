@@ -243,6 +243,39 @@ def writes(
     }
 
 
+def refusals(
+    requests: Iterable[Request], *, agent: Callable[[str], bool], start: float, end: float
+) -> dict[str, Any]:
+    """The Job creates `agent` sent in [start, end], second by second: how many, how many
+    the server refused (429), and the rate sent in the seconds it was refusing (is a
+    refusal answered by a storm of retries?). `per_second` is [second from `start`,
+    sent, refused]."""
+    sent: Counter[int] = Counter()
+    refused: Counter[int] = Counter()
+    codes: Counter[int] = Counter()
+    for r in requests:
+        if r.verb != "create" or r.resource != "jobs" or not agent(r.agent):
+            continue
+        if not start <= r.received <= end:
+            continue
+        second = int(r.received - start)
+        sent[second] += 1
+        codes[r.code] += 1
+        if r.code == 429:
+            refused[second] += 1
+    while_refused = [sent[s] for s in refused]
+    return {
+        "creates": sum(sent.values()),
+        "codes": {str(k): v for k, v in sorted(codes.items())},
+        "refused": sum(refused.values()),
+        "seconds_refused": len(refused),
+        "peak_rate": max(sent.values(), default=0),
+        "peak_rate_refused": max(while_refused, default=0),
+        "mean_rate_refused": sum(while_refused) / len(while_refused) if while_refused else 0.0,
+        "per_second": [[s, sent[s], refused[s]] for s in sorted(sent)],
+    }
+
+
 def creation_check(
     jobs: Sequence[dict[str, Any]], created: dict[str, float], tick_of_job: Callable[[str], float]
 ) -> dict[str, Any]:
