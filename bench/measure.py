@@ -34,6 +34,7 @@ class Request:
     reason: str
     received: float  # requestReceivedTimestamp, Unix seconds
     agent: str
+    completed: float = math.nan  # stageTimestamp: when it was answered (a 429: refused)
 
 
 def parse_instant(text: str) -> float:
@@ -62,6 +63,7 @@ def parse_line(line: bytes | str) -> Request | None:
         reason=str(status.get("reason") or ""),
         received=parse_instant(event["requestReceivedTimestamp"]),
         agent=event.get("userAgent", ""),
+        completed=parse_instant(event.get("stageTimestamp") or event["requestReceivedTimestamp"]),
     )
 
 
@@ -273,7 +275,7 @@ def refusals(
         instants.append(r.received)
         if r.code == 429:
             refused[second] += 1
-            refusals_at.append(r.received)
+            refusals_at.append(r.completed)
     refusals_at.sort()
     waits = apf_retry_after(refusals_at)
     pauses = [(at + IN_FLIGHT, at + wait) for at, wait in zip(refusals_at, waits, strict=True)]
@@ -295,9 +297,11 @@ def refusals(
 
 
 def apf_retry_after(refused: Sequence[float]) -> list[int]:
-    """The Retry-After API Priority and Fairness gave each 429 at these sorted instants,
-    replayed from its rule (Kubernetes 1.28+, flowcontrol's dropped_requests_tracker.go);
-    exact when the priority level refuses no one else, as on the overloaded bench server.
+    """The Retry-After API Priority and Fairness gave each 429 refused at these sorted
+    instants (the audit's stageTimestamp: a request received late in one second may be
+    refused in the next), replayed from its rule (Kubernetes 1.28+, flowcontrol's
+    dropped_requests_tracker.go); exact when the priority level refuses no one else, as
+    on the overloaded bench server.
 
     Per priority level, from 1 s: at the first refusal of each second, doubled (at most
     32 s) if the level refused at least 3 x its value in the last value seconds and has
