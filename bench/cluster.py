@@ -13,12 +13,13 @@ stops by pid), or start anything at import time.
 from __future__ import annotations
 
 import json
+import secrets
 import subprocess
 import time
 from pathlib import Path
 
 from localcluster import AUDIT_POLICY, LocalCluster
-from settings import BIN_DIR, NAMESPACE, PORT_BASE, PROFILES, STATE_DIR, Profile
+from settings import BIN_DIR, NAMESPACE, PORT_BASE, PROFILES, STATE_DIR, SUBJECT_USER, Profile
 
 # localcluster's audit policy logs writes to cronschedules/status but not to
 # cronjobs/status: without it the CronJob controller's status writes would go uncounted.
@@ -33,6 +34,62 @@ assert "cronjobs/status" in BENCH_AUDIT_POLICY, "e2e/localcluster.py's audit pol
 
 
 CRONJOB_KCM = "cronjob-controller"  # the controller-manager that runs only the CronJob controller
+
+# The overloaded API server (overload scenarios): API Priority and Fairness, as every
+# API server runs by default, with one priority level of its smallest share that refuses
+# (429) instead of queueing, for SUBJECT_USER's Job creates alone. Not the plain
+# --max-mutating-requests-inflight limit with APF off: its 429s always say Retry-After 1 s,
+# which is also the pause Punctual takes for a 429 without one, so honouring the header
+# could not be told from ignoring it; APF's Retry-After grows while it keeps refusing
+# (1 s to 30 s seen). Neither ever refuses system:masters, so the harness and the rest of
+# the control plane are unaffected either way.
+OVERLOAD = "punctual-bench-overload"
+FLOWCONTROL = "/apis/flowcontrol.apiserver.k8s.io/v1"
+OVERLOAD_OBJECTS = [
+    (
+        "prioritylevelconfigurations",
+        {
+            "apiVersion": "flowcontrol.apiserver.k8s.io/v1",
+            "kind": "PriorityLevelConfiguration",
+            "metadata": {"name": OVERLOAD},
+            "spec": {
+                "type": "Limited",
+                "limited": {
+                    "nominalConcurrencyShares": 5,  # of 250: 60 seats of the default 3000
+                    "lendablePercent": 0,
+                    "borrowingLimitPercent": 0,  # no seats borrowed from idle levels
+                    "limitResponse": {"type": "Reject"},
+                },
+            },
+        },
+    ),
+    (
+        "flowschemas",
+        {
+            "apiVersion": "flowcontrol.apiserver.k8s.io/v1",
+            "kind": "FlowSchema",
+            "metadata": {"name": OVERLOAD},
+            "spec": {
+                "priorityLevelConfiguration": {"name": OVERLOAD},
+                "matchingPrecedence": 500,  # before global-default (9900), else its level
+                "distinguisherMethod": {"type": "ByUser"},
+                "rules": [
+                    {
+                        "subjects": [{"kind": "User", "user": {"name": SUBJECT_USER}}],
+                        "resourceRules": [
+                            {
+                                "verbs": ["create"],
+                                "apiGroups": ["batch"],
+                                "resources": ["jobs"],
+                                "namespaces": [NAMESPACE],
+                            }
+                        ],
+                    }
+                ],
+            },
+        },
+    ),
+]
 
 
 class BenchCluster(LocalCluster):
@@ -49,16 +106,56 @@ class BenchCluster(LocalCluster):
     """
 
     profile: Profile = PROFILES["same"]
+    overloaded: bool = False  # the API server refuses part of a herd (overload scenarios)
+
+    @property
+    def subject_kubeconfig(self) -> Path:
+        """The kubeconfig of the controller under test and the raw client: the admin's
+        (system:masters), or on the overloaded server SUBJECT_USER's, whom it may refuse."""
+        return self.state_dir / "subject.kubeconfig" if self.overloaded else self.kubeconfig
+
+    def _write_credentials(self) -> None:
+        super()._write_credentials()
+        tokens = self.state_dir / "pki" / "tokens.csv"
+        if self.overloaded and SUBJECT_USER not in tokens.read_text():
+            token = secrets.token_hex(24)
+            with tokens.open("a") as f:
+                f.write(f"{token},{SUBJECT_USER},{SUBJECT_USER}\n")
+            (self.state_dir / "pki" / "subject.token").write_text(token + "\n")
 
     def _write_configs(self) -> None:
         super()._write_configs()
         (self.state_dir / "audit-policy.yaml").write_text(BENCH_AUDIT_POLICY)
+        if self.overloaded:
+            config = json.loads(self.kubeconfig.read_text())
+            token = (self.state_dir / "pki" / "subject.token").read_text().strip()
+            config["users"] = [{"name": "admin", "user": {"token": token}}]
+            self.subject_kubeconfig.write_text(json.dumps(config, indent=2))
+            self.subject_kubeconfig.chmod(0o600)
 
     def up(self, timeout: float = 90.0) -> None:
         super().up(timeout)
         self.start(CRONJOB_KCM)
         time.sleep(1.0)
         self._check_alive(CRONJOB_KCM)
+        if self.overloaded:
+            self._bind_subject()
+            self._overload()
+
+    def _bind_subject(self) -> None:
+        """SUBJECT_USER may do what the admin does, short of system:masters' exemption."""
+        rbac = "rbac.authorization.k8s.io"
+        binding = {
+            "apiVersion": f"{rbac}/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": "punctual-bench-subject"},
+            "roleRef": {"apiGroup": rbac, "kind": "ClusterRole", "name": "cluster-admin"},
+            "subjects": [{"apiGroup": rbac, "kind": "User", "name": SUBJECT_USER}],
+        }
+        path = f"/apis/{rbac}/v1/clusterrolebindings"
+        status, body = self.request("POST", path, binding)
+        if status not in (201, 409):
+            raise RuntimeError(f"binding {SUBJECT_USER} to cluster-admin: HTTP {status}: {body}")
 
     def down(self) -> None:
         self._load_pids()
@@ -74,6 +171,36 @@ class BenchCluster(LocalCluster):
             argv = [a for a in argv if not a.startswith("--controllers=")]
             argv.append("--controllers=*,-cronjob-controller")
         return argv
+
+    def _overload(self, timeout: float = 30.0) -> None:
+        """The priority level that refuses SUBJECT_USER's Job creates, once in force."""
+        for resource, body in OVERLOAD_OBJECTS:
+            status, text = self.request("POST", f"{FLOWCONTROL}/{resource}", body)
+            if status not in (201, 409):
+                raise RuntimeError(f"creating {resource}/{OVERLOAD}: HTTP {status}: {text}")
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:  # APF's configuration controller marks it used
+            status, text = self.request("GET", f"{FLOWCONTROL}/flowschemas/{OVERLOAD}")
+            conditions = (json.loads(text).get("status") or {}).get("conditions") or []
+            if any(c["type"] == "Dangling" and c["status"] == "False" for c in conditions):
+                return
+            time.sleep(0.2)
+        raise TimeoutError(f"FlowSchema {OVERLOAD} not in force after {timeout:.0f}s")
+
+    def describe_overload(self) -> dict[str, object]:
+        """Who is refused what, and the seats of the priority level (the API server's
+        /metrics), for the result."""
+        status, text = self.request("GET", "/metrics")
+        wanted = f'apiserver_flowcontrol_nominal_limit_seats{{priority_level="{OVERLOAD}"}}'
+        seats = next(
+            (line.split()[-1] for line in text.splitlines() if line.startswith(wanted)), None
+        )
+        return {
+            "user": SUBJECT_USER,
+            "refused": f"Job creates in {NAMESPACE} beyond the priority level's seats",
+            "priority_level": OVERLOAD,
+            "seats": int(float(seats)) if status == 200 and seats else None,
+        }
 
     def _cronjob_argv(self) -> list[str]:
         """kube-controller-manager's command line, running the CronJob controller alone."""
@@ -94,8 +221,9 @@ class BenchCluster(LocalCluster):
         return argv
 
 
-def make_cluster(profile: Profile, pod_run_ms: int) -> BenchCluster:
-    """The bench's cluster (not started), with the CronJob controller at `profile`'s limits."""
+def make_cluster(profile: Profile, pod_run_ms: int, *, overloaded: bool = False) -> BenchCluster:
+    """The bench's cluster (not started), with the CronJob controller at `profile`'s limits,
+    and if `overloaded` the priority level that refuses part of a herd."""
     cluster = BenchCluster(
         state_dir=STATE_DIR,
         port_base=PORT_BASE,
@@ -103,6 +231,7 @@ def make_cluster(profile: Profile, pod_run_ms: int) -> BenchCluster:
         pod_run_milliseconds=pod_run_ms,
     )
     cluster.profile = profile
+    cluster.overloaded = overloaded
     return cluster
 
 

@@ -217,5 +217,8 @@ async def _record(trial: Trial, expect: Expectation, window: Window, subject_pid
         "subject_peak_rss_mb": round(peak_rss_mb(subject_pid), 1),
         "peak_rss_mb": {name: round(peak_rss_mb(pid), 1) for name, pid in pids.items()},
         "crosscheck": measure.creation_check(jobs, firings.created, tick_of_job),
+        "refusals": measure.refusals(
+            requests, agent=expect.agent, start=tick - 1.0, end=window.settled
+        ),
     }
     trial.result.update(figures)

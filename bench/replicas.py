@@ -6,9 +6,9 @@ PUNCTUAL_* environment, optionally under cProfile or sampled by py-spy. The proc
 itself is e2e/operatorprocess.py's OperatorProcess, the same the e2e tests use.
 
 What it must never do: start anything at import time, pass a KUBECONFIG or PUNCTUAL_*
-variable of the caller's to the operator (only the bench cluster's kubeconfig), or stop
-a process it did not start. STARTED lists every replica this run started, so that an
-interrupted run can kill exactly those.
+variable of the caller's to the operator (only the bench cluster's kubeconfig for the
+controller under test), or stop a process it did not start. STARTED lists every replica
+this run started, so that an interrupted run can kill exactly those.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 from clock import wall
-from localcluster import LocalCluster
+from cluster import BenchCluster
 from operatorprocess import OperatorProcess
 from settings import NAMESPACE, REPO, VENV, Profile
 
@@ -30,7 +30,7 @@ STARTED: list[OperatorProcess] = []  # every operator process this run started
 
 
 def start_operator(
-    cluster: LocalCluster,
+    cluster: BenchCluster,
     workdir: Path,
     identity: str,
     profile: Profile,
@@ -57,7 +57,7 @@ def start_operator(
         log=workdir / f"operator-{identity}.log",
         env=env,
         cwd=REPO,
-        kubeconfig=cluster.kubeconfig,
+        kubeconfig=cluster.subject_kubeconfig,
         python=python,
         profile_path=profile_path,
     )

@@ -33,6 +33,8 @@ LABELS = {
     "punctual-spread-defaults": "Punctual spread (H seconds), defaults",
     "cronjob-spread-defaults": "CronJob spread (distinct minutes), defaults",
     "failover-defaults": "Punctual failover, defaults",
+    "punctual-herd-overload": "Punctual, defaults, overloaded API server",
+    "raw-overload": "raw client (client-go's retries), overloaded API server",
 }
 ORDER = list(LABELS)
 TARGET_P99 = 1.0
@@ -622,6 +624,7 @@ def write(results_dir: Path) -> None:
         out += _herd_section(results, n)
     out += _spread_section(results)
     out += _failover_section(results)
+    out += _overload_section(results)
     out += _before_after(baseline, results)
     profile = _profile_section(profiled)
     if profile:
@@ -769,6 +772,107 @@ def _failover_section(results: list[Result]) -> list[str]:
     ]
 
 
+# The herd on the overloaded API server, each beside the raw client of the same server,
+# and the same herd on the normal server as the reference.
+OVERLOAD_PAIRS = [
+    ("punctual-herd-overload", "raw-overload"),
+    ("punctual-herd-defaults", "raw-same"),
+]
+
+
+def _overload_rows(results: list[Result], n: int) -> list[str]:
+    lines = []
+    for subject, raw_id in OVERLOAD_PAIRS:
+        raw = _get(results, raw_id, n)
+        for r in (_get(results, subject, n), raw):
+            if r is None or "refusals" not in r:
+                continue
+            f, refusals = r["firings"], r["refusals"]
+            created = f["created"] or 1
+            seen = (r.get("operator_requests") or {}).get("post 429")
+            own = f" · {seen:.0f}" if seen is not None else ""
+            ratio = fmt_ratio(r.get("makespan"), raw.get("makespan")) if raw else "-"
+            peak_refused = refusals["peak_rate_refused"] if refusals["refused"] else "-"
+            lines.append(
+                f"| {LABELS.get(r['scenario'], r['scenario'])} "
+                f"| {'overloaded' if r.get('overload') else 'normal'} "
+                f"| {f['created']} / {f['expected']} | {f['missing']} | {f['duplicates']} "
+                f"| {refusals['refused']}{own} | {refusals['creates'] / created:.2f} "
+                f"| {1 + refusals['refused'] / created:.2f} "
+                f"| {refusals.get('sent_during_retry_after', '-')} | {peak_refused} "
+                f"| {refusals['peak_rate']} | {fmt_s(r.get('makespan'), 2)} "
+                f"| {ratio if r is not raw else '1.00x'} |"
+            )
+    return lines
+
+
+def _timeline(r: Result) -> str:
+    """Creates sent per second from the tick (refused in brackets), seconds with any."""
+    return ", ".join(
+        f"{second - 1}: {sent}" + (f" ({refused})" if refused else "")
+        for second, sent, refused in r["refusals"]["per_second"]
+    )
+
+
+def _overload_section(results: list[Result]) -> list[str]:
+    overloaded = [r for r in results if r.get("overload")]
+    if not overloaded:
+        return []
+    level = overloaded[0]["overload"]
+    seats = " or ".join(sorted({str(r["overload"].get("seats", "?")) for r in overloaded}))
+    lines = [
+        "## An overloaded API server (issue 13)",
+        "",
+        f"The same herd on an API server that refuses part of it: API Priority and Fairness "
+        f"puts the Job creates of `{level['user']}` (a user bound to cluster-admin, outside "
+        "system:masters, which is never refused) in a priority level of "
+        f"{seats} seats that answers 429 instead of queueing. Punctual "
+        "(at its defaults: no client-side rate, a 429 pauses every write for its "
+        "Retry-After) and the raw client (200 in flight; a refused create is sent again "
+        "after its own Retry-After, as client-go does) run as that user, each on a fresh "
+        "server; the normal server's rows are the reference. All from the audit log (Job "
+        "creates by user agent, with their response codes) but the operator's own count "
+        "of 429s (`punctual_api_requests_total`, after the ·).",
+        "",
+    ]
+    for n in sorted({r["n"] for r in overloaded}):
+        lines += [
+            f"N = {n}:",
+            "",
+            "| scenario | API server | created / expected | missing | duplicate | 429s "
+            "| create requests per Job created | 1 + 429s per Job | creates sent during a "
+            "Retry-After¹ | peak creates sent per s while refused | peak creates per s "
+            "| time to create all | vs the raw client, same server |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+            *_overload_rows(results, n),
+            "",
+        ]
+        lines += [
+            "¹ more than 0.5 s (requests already sent) after a 429, before its Retry-After "
+            "ran out: Punctual pauses every write; the raw client, like client-go, only "
+            "the refused request. Each 429's Retry-After is APF's rule replayed on the "
+            "audit log's 429s (`measure.apf_retry_after`); the raw client's own record of "
+            "the Retry-After headers it got is its check.",
+            "",
+        ]
+        for r in results:
+            if r["n"] == n and r.get("overload"):
+                replayed = _times(r["refusals"].get("retry_after") or {})
+                own = _times((r.get("client") or {}).get("retry_after") or {})
+                check = f"; as the raw client recorded them: {own}" if own else ""
+                lines.append(
+                    f"- {LABELS.get(r['scenario'], r['scenario'])}, creates sent per second "
+                    f"from the tick (429s in brackets): {_timeline(r)}. Retry-After given: "
+                    f"{replayed}{check}."
+                )
+        lines.append("")
+    return lines
+
+
+def _times(counts: dict[str, int]) -> str:
+    return ", ".join(f"{count} times {value} s" for value, count in counts.items()) or "-"
+
+
 def plot(results: list[Result], path: Path) -> None:
     try:
         # Not a dependency of the project (see README.md); typed when it is installed.
@@ -793,6 +897,8 @@ def plot(results: list[Result], path: Path) -> None:
         "punctual-spread-defaults": ("tab:blue", "-"),
         "cronjob-spread-defaults": ("tab:red", "-"),
         "failover-defaults": ("tab:purple", "-"),
+        "punctual-herd-overload": ("tab:orange", "-"),
+        "raw-overload": ("tab:orange", ":"),
     }
     for col, n in enumerate(sizes):
         for row, shapes in enumerate((("herd", "burst"), ("spread", "failover"))):

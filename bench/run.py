@@ -23,6 +23,9 @@ Scenarios, for each N:
   creating N Jobs at high concurrency, as fast as the API server takes them.
 * failover-defaults: two Punctual replicas; the leader is killed with SIGKILL one
   second before T; the standby takes the Lease when it expires and fires.
+* punctual-herd-overload, raw-overload (optional, issue 13): the herd and the raw
+  client on an API server whose API Priority and Fairness refuses (429) part of it,
+  both as a user it may refuse (cluster.OVERLOAD): 429s, retries, rate while refused.
 
 Profiles (settings.PROFILES): "defaults" runs each controller at its own defaults
 (`punctual run`'s, recorded in each result's settings; kube-controller-manager

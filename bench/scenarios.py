@@ -22,7 +22,7 @@ from typing import Any
 import measure
 from clock import hms, log, sleep_until, wall
 from cluster import CRONJOB_KCM, install_punctual
-from kubeapi import create_all, lease_holder, list_all, wait_for
+from kubeapi import create_all, create_as_client_go, lease_holder, list_all, wait_for
 from observing import Expectation, observe
 from operatorprocess import OperatorProcess
 from procfs import cpu_between, snapshot
@@ -72,16 +72,17 @@ def _raw_jobs(n: int) -> list[dict[str, Any]]:
 
 
 async def raw(trial: Trial) -> None:
-    """The physical limit: one client creating N Jobs as fast as the API server takes them."""
+    """The physical limit: one client creating N Jobs as fast as the API server takes them
+    (on the overloaded server, each refused create again after its Retry-After)."""
     n = trial.n
     bodies = _raw_jobs(n)
-    credentials = load_kubeconfig(trial.cluster.kubeconfig)
+    credentials = load_kubeconfig(trial.cluster.subject_kubeconfig)
     before = snapshot(trial.component_pids())
     async with KubeClient(credentials, user_agent=RAW_AGENT, timeout=120) as client:
         await client.get("/version")  # open a connection before the clock starts
         client_start = wall()
         path = f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs"
-        await create_all(client, path, bodies, trial.settings.raw_concurrency)
+        waits = await create_as_client_go(client, path, bodies, trial.settings.raw_concurrency)
         client_end = wall()
     after = snapshot(trial.component_pids())
     await asyncio.sleep(1.0)
@@ -110,9 +111,13 @@ async def raw(trial: Trial) -> None:
                 "wall": round(client_end - client_start, 3),
                 "concurrency": trial.settings.raw_concurrency,
                 "cpu": round(after.harness - before.harness, 3),
+                "retry_after": {f"{k:g}": v for k, v in sorted(waits.items())},
             },
             "cpu": cpu_between(before, after),
             "crosscheck": measure.creation_check(jobs, firings.created, lambda _name: t0),
+            "refusals": measure.refusals(
+                trial.tail.requests, agent=lambda a: a == RAW_AGENT, start=t0 - 1.0, end=wall()
+            ),
         }
     )
     log(

@@ -29,6 +29,9 @@ NAMESPACE = "bench"
 LEASE = "punctual-leader"
 HARNESS_AGENT = "punctual-bench"  # the harness's own requests (set-up, lists)
 RAW_AGENT = "punctual-bench-raw"  # the raw-limit client's creates
+# The user of the controller under test and the raw client on the overloaded API server:
+# bound to cluster-admin but not in system:masters, which the API server never refuses.
+SUBJECT_USER = "punctual-bench-subject"
 
 
 def rel(path: Path) -> str:
@@ -111,12 +114,14 @@ class Scenario:
     replicas: int = 1  # Punctual replicas, all firing when shards > 1
     shards: int = 1  # punctual run --shards
     kill: bool = False  # kill -9 one replica 20 s into the spread
+    overload: bool = False  # on an API server that refuses part of a herd (cluster.OVERLOAD)
 
     @property
     def id(self) -> str:
+        profile = "overload" if self.overload else self.profile.name
         if self.kind in ("raw", "failover"):
-            return f"{self.kind}-{self.profile.name}"
-        base = f"{self.kind}-{self.shape}-{self.profile.name}"
+            return f"{self.kind}-{profile}"
+        base = f"{self.kind}-{self.shape}-{profile}"
         if self.shards > 1:
             base += f"-r{self.replicas}s{self.shards}"
         return base + ("-kill" if self.kill else "")
@@ -145,6 +150,10 @@ OPTIONAL = [
     Scenario("punctual", "spread", PROFILES["defaults"], replicas=2, shards=16, kill=True),
     Scenario("cronjob", "spread", PROFILES["defaults"]),
     Scenario("raw", "burst", PROFILES["defaults"]),
+    # Issue 13: the herd on an API server that refuses part of it (429), Punctual at its
+    # defaults and the raw client, as SUBJECT_USER: 429s, retries, rate while refused.
+    Scenario("punctual", "herd", PROFILES["defaults"], overload=True),
+    Scenario("raw", "burst", PROFILES["defaults"], overload=True),
 ]
 
 

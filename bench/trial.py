@@ -68,6 +68,8 @@ class Trial:
         try:
             self._start_cluster()
             self.result["versions"] = await self._versions()
+            if self.cluster.overloaded:
+                self.result["overload"] = self.cluster.describe_overload()
             credentials = load_kubeconfig(self.cluster.kubeconfig)
             async with KubeClient(credentials, user_agent=HARNESS_AGENT, timeout=120) as api:
                 self.api = api
@@ -90,7 +92,9 @@ class Trial:
         self.workdir = ARTIFACTS / f"{self.scenario.id}-{self.n}{suffix}"
         shutil.rmtree(self.workdir, ignore_errors=True)
         self.workdir.mkdir(parents=True)
-        self.cluster = make_cluster(self.profile, self.settings.pod_run_ms)
+        self.cluster = make_cluster(
+            self.profile, self.settings.pod_run_ms, overloaded=self.scenario.overload
+        )
         self.cluster.down()  # leftovers of an interrupted run
         started = wall()
         self.result = {
