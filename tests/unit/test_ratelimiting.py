@@ -197,23 +197,25 @@ async def test_a_cap_and_a_pause_add_up() -> None:
     ("window", "in_flight", "status", "fresh", "after"),
     [
         (None, 128, 201, True, None),  # never refused: no limit
-        (None, 128, 429, True, 64),  # the first refusal halves what was in flight
-        (None, 1, 429, True, 1),  # never below one
-        (64, 64, 429, False, 64),  # a refusal of a write sent before the last halving
-        (64, 40, 429, True, 20),  # halves what is in flight, if fewer than the window
-        (32, 32, 201, True, 33),  # each success widens it by one
-        (128, 100, 201, True, None),  # past the ceiling: no limit again
-        (32, 32, 503, True, 32),  # a 5xx pauses (backoff) but leaves the window
-        (32, 32, 409, True, 33),  # a conflict is an answer: the server had room
+        (None, 128, 429, True, 64.0),  # the first refusal halves what was in flight
+        (None, 1, 429, True, 1.0),  # never below one
+        (64.0, 64, 429, False, 64.0),  # sent into the old window: its wave was counted
+        (64.0, 40, 429, True, 20.0),  # halves what is in flight, if fewer than the window
+        (33.0, 33, 429, True, 16.0),  # whole writes
+        (32.0, 32, 201, True, 32.03125),  # each answer widens it by 1/window
+        (32.0, 32, 201, False, 32.0),  # ...when it was sent into this window
+        (128.0, 100, 201, True, None),  # past the ceiling: no limit again
+        (32.0, 32, 503, True, 32.0),  # a 5xx pauses (backoff) but leaves the window
+        (32.0, 32, 409, True, 32.03125),  # a conflict is an answer: the server had room
     ],
 )
 def test_window_after(
-    window: int | None, in_flight: int, status: int, fresh: bool, after: int | None
+    window: float | None, in_flight: int, status: int, fresh: bool, after: float | None
 ) -> None:
     assert window_after(window, in_flight, status, fresh=fresh) == after
 
 
-async def test_after_a_429_only_half_the_writes_go_out_until_answers_widen_the_window() -> None:
+async def test_after_a_429_only_the_window_goes_out_and_answers_widen_it_slowly() -> None:
     time = FakeTime()
     limiter = RateLimiter(monotonic=time.clock, sleep=time.sleep)
     release = asyncio.Event()
@@ -226,29 +228,48 @@ async def test_after_a_429_only_half_the_writes_go_out_until_answers_widen_the_w
             await release.wait()
             limiter.answered(201, sent_at=sent_at)
 
-    async with limiter.slot() as first:  # 1 write in flight, refused: the window is 1
+    limiter.in_flight = 9  # ten writes in flight, one of them refused: the window is 5
+    async with limiter.slot() as first:
         limiter.answered(429, 0.0, sent_at=first)
-    assert limiter.window == 1
-    writers = [asyncio.create_task(write()) for _ in range(5)]
+    limiter.in_flight = 0
+    assert limiter.window == 5.0
+    time.now += 1
+    writers = [asyncio.create_task(write()) for _ in range(8)]
     for _ in range(20):
         await asyncio.sleep(0)
-    assert started == 1 and limiter.in_flight == 1  # the others wait for a slot
+    assert started == 5 and limiter.in_flight == 5  # the others wait for a slot
     release.set()
     await asyncio.gather(*writers)
-    assert started == 5 and limiter.window == 1 + 5  # each answer widened it by one
+    assert started == 8
+    assert limiter.window is not None and 6.0 <= limiter.window < 7.0  # about one more
 
 
 async def test_a_wave_of_refusals_halves_the_window_once() -> None:
     time = FakeTime()
     limiter = RateLimiter(monotonic=time.clock, sleep=time.sleep)
     sent = time.now
+    time.now += 0.1
     limiter.in_flight = 100  # a herd's writes, all sent before any answer
     limiter.answered(429, 1.0, sent_at=sent)
-    assert limiter.window == 50
+    assert limiter.window == 50.0
     for _ in range(30):  # the rest of the same wave
         limiter.answered(429, 1.0, sent_at=sent)
-    assert limiter.window == 50
+    assert limiter.window == 50.0
     time.now += 2
     limiter.in_flight = 50
-    limiter.answered(429, 1.0, sent_at=time.now)  # sent after the halving: a new wave
-    assert limiter.window == 25
+    limiter.answered(429, 1.0, sent_at=time.now - 1)  # sent after the halving: a new wave
+    assert limiter.window == 25.0
+
+
+async def test_a_minute_without_429s_lifts_the_window() -> None:
+    time = FakeTime()
+    limiter = RateLimiter(monotonic=time.clock, sleep=time.sleep)
+    limiter.in_flight = 8
+    limiter.answered(429, 1.0)
+    assert limiter.window == 4.0
+    time.now += 30
+    limiter.answered(201)
+    assert limiter.window is not None
+    time.now += 31
+    limiter.answered(201)
+    assert limiter.window is None

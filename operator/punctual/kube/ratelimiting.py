@@ -13,12 +13,14 @@ would answer a 429 or a 5xx with more of the same. So the writes follow the serv
   create stays in flight and its schedule is looked at again later (runtime.reconciling),
   so a refusal never turns into a storm of retries.
 * A 429 also halves the writes allowed in flight (the window: unlimited until then,
-  only the workers bound it), once per wave of refusals (a write sent before the last
-  halving does not halve again); each write answered otherwise widens it by one, and
-  past WINDOW_CEILING it is unlimited again. Without it a pause ended with every worker
-  writing at once, the server refused most of them again, and API Priority and
-  Fairness doubled its Retry-After each time (measured in bench/results-overload:
-  1 000 creates took 22 times as long as a plain client's on the same server).
+  only the workers bound it), once per wave of refusals: only a write sent after the
+  last change counts, since the others were sent into the old window. Each such write
+  answered otherwise widens it by 1/window (about one more per round of answers, as
+  TCP's congestion avoidance); past WINDOW_CEILING, or WINDOW_QUIET after the last
+  429, it is unlimited again. Without it a pause ended with every worker writing at
+  once, the server refused many of them again, and API Priority and Fairness doubled
+  its Retry-After each time (bench/results-overload: 1 000 creates took 4 to 22 times
+  as long as a plain client's on the same overloaded server).
 * `--qps`/`--burst` add a token bucket (client-go's QPS and burst) as an optional cap.
 
 The pause after a failure and the window after an answer are the pure functions
@@ -43,8 +45,10 @@ BACKOFF_MAX = 8.0
 # A 429 without Retry-After pauses them this long; a Retry-After is honoured up to MAX.
 TOO_MANY_DEFAULT = 1.0
 RETRY_AFTER_MAX = 60.0
-# Past this many writes in flight the window is lifted (the workers bound them anyway).
+# Past this many writes in flight the window is lifted (the workers bound them anyway),
+# and so it is this long after the last 429.
 WINDOW_CEILING = 128
+WINDOW_QUIET = 60.0
 
 
 def backoff(status: int, retry_after: float | None, failures_in_a_row: int) -> float:
@@ -59,19 +63,26 @@ def backoff(status: int, retry_after: float | None, failures_in_a_row: int) -> f
 
 
 def window_after(
-    window: int | None, in_flight: int, status: int, *, fresh: bool, ceiling: int = WINDOW_CEILING
-) -> int | None:
-    """The writes allowed in flight after one is answered with `status` while `in_flight`
-    were (this one included); None: no limit. `fresh`: the write was sent after the
-    window last shrank (a refusal of an older one belongs to a wave already counted)."""
-    if status == 429:
-        if not fresh:
-            return window
-        current = in_flight if window is None else min(window, in_flight)
-        return max(1, current // 2)
-    if window is None or status == 0 or status >= 500:
+    window: float | None,
+    in_flight: int,
+    status: int,
+    *,
+    fresh: bool,
+    ceiling: int = WINDOW_CEILING,
+) -> float | None:
+    """The writes allowed in flight (its floor) after one is answered with `status` while
+    `in_flight` were (this one included); None: no limit. `fresh`: the write was sent
+    after the window last changed (an older one was sent into the old window: its
+    refusal belongs to a wave already counted, its success says nothing of the new)."""
+    if not fresh or status == 0 or status >= 500:
         return window
-    return None if window + 1 > ceiling else window + 1
+    if status == 429:
+        current = float(in_flight) if window is None else min(window, float(in_flight))
+        return max(1.0, float(int(current) // 2))
+    if window is None:
+        return None
+    wider = window + 1.0 / window
+    return None if wider > ceiling else wider
 
 
 class RateLimiter:
@@ -98,9 +109,10 @@ class RateLimiter:
         self._paused_until = float("-inf")
         self._failures = 0
         self.paused_seconds = 0.0  # total, for metrics and the benchmark
-        self.window: int | None = None  # writes allowed in flight; None: no limit
+        self.window: float | None = None  # writes allowed in flight (floor); None: no limit
         self.in_flight = 0
-        self._shrunk_at = float("-inf")  # when the window last shrank
+        self._changed_at = float("-inf")  # when the window last changed
+        self._refused_at = float("-inf")  # the last 429
         self._slot_freed = asyncio.Condition()
 
     def _refill(self) -> None:
@@ -125,7 +137,7 @@ class RateLimiter:
         """One write in flight, within the window; yields when it was sent (for `answered`)."""
         async with self._slot_freed:
             await self._slot_freed.wait_for(
-                lambda: self.window is None or self.in_flight < self.window
+                lambda: self.window is None or self.in_flight < int(self.window)
             )
             self.in_flight += 1
         try:
@@ -140,11 +152,17 @@ class RateLimiter:
     ) -> None:
         """What the server answered a write (0: no answer) sent at `sent_at` (None: now,
         outside a slot): a 429 or 5xx pauses writes, and the window follows (see above)."""
-        fresh = sent_at is None or sent_at > self._shrunk_at
+        now = self._monotonic()
+        if status == 429:
+            self._refused_at = now
+        fresh = sent_at is None or sent_at > self._changed_at
         window = window_after(self.window, max(self.in_flight, 1), status, fresh=fresh)
-        if window is not None and (self.window is None or window < self.window):
-            self._shrunk_at = self._monotonic()
-        self.window = window
+        if window is not None and now - self._refused_at > WINDOW_QUIET:
+            window = None  # no 429 for a while: the server has room again
+        if window != self.window:
+            if window is None or self.window is None or int(window) != int(self.window):
+                self._changed_at = now
+            self.window = window
         if status == 429 or status == 0 or status >= 500:
             self._failures += 1
             pause = backoff(status, retry_after, self._failures)
