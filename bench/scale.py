@@ -51,6 +51,7 @@ import json
 import math
 import os
 import signal
+import subprocess
 import sys
 from collections import Counter, defaultdict
 from collections.abc import Iterable
@@ -302,6 +303,22 @@ def pipeline(requests: list[Request], job_created: dict[str, float]) -> dict[str
     }
 
 
+def foreign_runs(ours: Iterable[int]) -> list[str]:
+    """Other benchmarks, e2e runs and API servers on this (shared) machine now."""
+    mine = {str(pid) for pid in ours}
+    found = subprocess.run(
+        ["pgrep", "-af", "bench/run.py|pytest tests/e2e|kube-apiserver"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.splitlines()
+    return sorted(
+        line.split(maxsplit=1)[1][:80]
+        for line in found
+        if line.split(maxsplit=1)[0] not in mine and str(os.getpid()) != line.split()[0]
+    )
+
+
 def per_interval(instants: Iterable[float], start: float, step: float, count: int) -> list[int]:
     counts = [0] * count
     for t in instants:
@@ -479,9 +496,22 @@ async def sustained(trial: Trial, *, minutes: int) -> None:
     created: set[str] = set()
     cap = end + 60.0
     log(f"window: {len(expected)} Jobs expected by {hms(end)}")
+    minutes_cpu: list[dict[str, Any]] = []
+    last_minute = before
+    foreign: list[tuple[float, list[str]]] = []
+    next_look = 0.0
     while wall() < cap:
         await asyncio.sleep(2.0)
         rss.append((round(wall() - start, 1), round(rss_mb(operator.pid), 1)))
+        if wall() >= next_look:  # who else loads the machine (shared with other runs)
+            next_look = wall() + 10.0
+            seen = foreign_runs(trial.cluster.pids.values())
+            if seen:
+                foreign.append((round(wall() - start, 1), seen))
+        if wall() >= last_minute.at + 60.0 and len(minutes_cpu) < minutes:
+            now = snapshot(trial.component_pids())
+            minutes_cpu.append(cpu_between(last_minute, now))
+            last_minute = now
         for r in _punctual_creates(trial.tail.poll()):
             if r.code == 201:
                 created.add(r.name)
@@ -500,6 +530,8 @@ async def sustained(trial: Trial, *, minutes: int) -> None:
         trial, expected, start, end, minutes, (before, after_firing, after), fired
     )
     trial.result["rss_timeline"] = rss
+    trial.result["cpu_per_minute"] = minutes_cpu
+    trial.result["foreign_runs"] = foreign
     trial.result["operator_requests"] = operator.api_requests()
     trial.result["operator_schedules"] = operator.metric("punctual_schedules")
     pids = trial.component_pids()
@@ -739,6 +771,8 @@ async def _follow_startup(
     rss: list[tuple[float, float, float, float]] = []
     next_rss = 0.0
     next_scrape = 0.0
+    next_look = 0.0
+    foreign: list[tuple[float, list[str]]] = []
     on_time_since: float | None = None
     exited: int | None = None
     while wall() < t0 + cap:
@@ -758,6 +792,11 @@ async def _follow_startup(
             if value is not None and value >= total:
                 index = wall()
                 log(f"index complete +{index - t0:.1f}s")
+        if now >= next_look:
+            next_look = now + 10.0
+            seen = foreign_runs(trial.cluster.pids.values())
+            if seen:
+                foreign.append((round(now - t0, 1), seen))
         if now >= next_rss:
             next_rss = now + 2.0
             rss.append((round(now - t0, 1), rss_mb(operator.pid), rss_mb(apiserver), rss_mb(etcd)))
@@ -785,6 +824,7 @@ async def _follow_startup(
         "ended": wall(),
         "exited": exited,
         "capped": on_time_since is None,
+        "foreign": foreign,
     }
 
 
@@ -885,6 +925,7 @@ def record_startup(
         "capped": p["capped"],
         "exited": p["exited"],
         "rss_timeline": p["rss"],
+        "foreign_runs": p["foreign"],
         "timeline": timeline,
         "operator_requests": p["operator_requests"],
     }
@@ -967,14 +1008,20 @@ def _sustained_table(r: dict[str, Any]) -> list[str]:
         f"| first statuses before the first tick | {setup.get('first_statuses')}/{n}, "
         f"margin {_f(setup.get('margin_s'), 1, ' s')} |",
         "",
-        "| minute | expected/s | created/s | peak in 1 s | skew p50 | skew p99 | skew max |",
-        "|---|---|---|---|---|---|---|",
+        "| minute | expected/s | created/s | peak in 1 s | skew p50 | skew p99 | skew max "
+        "| operator cores | API server cores | cores used outside the benchmark |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for m in s["per_minute"]:
+    per_minute_cpu = r.get("cpu_per_minute") or []
+    for i, m in enumerate(s["per_minute"]):
+        c = per_minute_cpu[i] if i < len(per_minute_cpu) else {}
+        w = c.get("wall") or math.nan
+        sec = c.get("seconds") or {}
         out.append(
             f"| {m['minute']} | {m['expected_per_s']} | {m['achieved_per_s']} | {m['peak_1s']} | "
             f"{_f(m['skew_p50'], 3, ' s')} | {_f(m['skew_p99'], 3, ' s')} | "
-            f"{_f(m['skew_max'], 3, ' s')} |"
+            f"{_f(m['skew_max'], 3, ' s')} | {_f(sec.get('operator bench-a', math.nan) / w)} | "
+            f"{_f(sec.get('kube-apiserver', math.nan) / w)} | {_f(c.get('other_cores'))} |"
         )
     busy = ", ".join(
         f"{k} {v / max(1e-9, wall_s):.2f}"
@@ -994,8 +1041,23 @@ def _sustained_table(r: dict[str, Any]) -> list[str]:
         "",
         f"Cores busy in the window: {busy}; processes outside the benchmark {other}.",
         "",
+        _foreign_line(r.get("foreign_runs"), "the first tick"),
+        "",
     ]
     return out
+
+
+def _foreign_line(foreign: list[Any] | None, origin: str) -> str:
+    if foreign is None:
+        return "Other runs on the machine were not recorded."
+    if not foreign:
+        return "No other benchmark, e2e run or API server ran on the machine meanwhile."
+    first, last = foreign[0][0], foreign[-1][0]
+    names = sorted({name.split()[0].rsplit("/", 1)[-1] for _, seen in foreign for name in seen})
+    return (
+        f"**Disturbed**: other runs ({', '.join(names)}) were seen on the machine from "
+        f"+{first:.0f} s to +{last:.0f} s after {origin}."
+    )
 
 
 def _startup_table(r: dict[str, Any]) -> list[str]:
@@ -1042,6 +1104,7 @@ def _startup_table(r: dict[str, Any]) -> list[str]:
         f"{s['every_second_expected_until_end']} / {s['every_second_fired']} / "
         f"{s['every_second_on_time']} |",
         f"| operator exit during the run | {s['exited'] if s['exited'] is not None else 'none'} |",
+        f"| other runs on the machine | {_foreign_line(s.get('foreign_runs'), 'start')} |",
         "",
         "| from (s) | first statuses written | every-second ticks due | fired | on time "
         "| skew p99 | operator RSS (MB) |",
