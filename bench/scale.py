@@ -164,7 +164,9 @@ def run_row(args: argparse.Namespace, n: int, settings: Settings, port_base: int
         trial.cluster.down()
         return False
     result["machine"] = machine(settings.rev)
-    path = settings.results / "raw" / f"{scenario.id}-{n}.json"
+    syncs = os.environ.get("BENCH_JOB_SYNCS") or ""
+    suffix = f"-jobsyncs{syncs}" if syncs else ""
+    path = settings.results / "raw" / f"{scenario.id}-{n}{suffix}.json"
     path.write_text(json.dumps(clean(result), indent=1) + "\n")
     log(f"wrote {rel(path)} ({result['duration']:.0f}s)")
     return True
@@ -175,12 +177,22 @@ def scale_trial(scenario: Scenario, n: int, settings: Settings, port_base: int) 
     from cluster import BENCH_AUDIT_POLICY, BenchCluster
     from trial import Trial
 
+    # The Job controller's workers (kube-controller-manager's default is 5), to show
+    # how far the load is the controller's and not the operator's.
+    job_syncs = int(os.environ.get("BENCH_JOB_SYNCS") or 0)
+
     class ScaleCluster(BenchCluster):
         def _write_configs(self) -> None:
             super()._write_configs()
             policy = BENCH_AUDIT_POLICY.replace("  - level: None", PODS_RULE + "  - level: None")
             assert PODS_RULE in policy, "bench/cluster.py's audit policy changed"
             (self.state_dir / "audit-policy.yaml").write_text(policy)
+
+        def _argv(self, name: str) -> list[str]:
+            argv = super()._argv(name)
+            if name == "kube-controller-manager" and job_syncs:
+                argv.append(f"--concurrent-job-syncs={job_syncs}")
+            return argv
 
     class ScaleTrial(Trial):
         def _prepare(self) -> float:
@@ -194,6 +206,7 @@ def scale_trial(scenario: Scenario, n: int, settings: Settings, port_base: int) 
             cluster.profile = self.profile
             self.cluster = cluster
             self.result["port_base"] = port_base
+            self.result["concurrent_job_syncs"] = job_syncs or "5 (default)"
             return started
 
     return ScaleTrial(scenario, n, settings)
@@ -992,10 +1005,16 @@ def _sustained_table(r: dict[str, Any]) -> list[str]:
     p = s["pipeline"]
     setup = r.get("setup") or {}
     out = [
-        f"## Sustained: {n} schedules, each once a minute for {s['minutes']} minutes",
+        f"## Sustained: {n} schedules, each once a minute for {s['minutes']} minutes"
+        + (
+            f", {r['concurrent_job_syncs']} Job syncs"
+            if isinstance(r.get("concurrent_job_syncs"), int)
+            else ""
+        ),
         "",
         f"Run {_when(r)}. `{s['expression']}` between startTime and endTime, "
-        f"successfulJobsHistoryLimit 1.",
+        f"successfulJobsHistoryLimit 1; the Job controller's workers "
+        f"(--concurrent-job-syncs): {r.get('concurrent_job_syncs', '5 (default)')}.",
         "",
         "| figure | value |",
         "|---|---|",
