@@ -107,6 +107,11 @@ bench: venv binaries ## Punctual vs the CronJob controller on a local control pl
 	  echo "matplotlib unavailable: results without the plot"
 	$(BIN)/python bench/run.py
 
+.PHONY: bench-scale
+bench-scale: venv binaries ## Issue 13's scale rows: 5 min of sustained load (N = 2000, 10000) and a start on 100 000 schedules; writes bench/results-scale/
+	$(BIN)/python bench/scale.py sustained --n $${SCALE_SUSTAINED:-2000,10000}
+	$(BIN)/python bench/scale.py startup --n $${SCALE_STARTUP:-100000}
+
 .PHONY: bench-planning
 bench-planning: venv ## Print the planner's cost per schedule (µs)
 	$(BIN)/python bench/planning_bench.py

@@ -44,6 +44,18 @@ def peak_rss_mb(pid: int) -> float:
     return math.nan
 
 
+def rss_mb(pid: int) -> float:
+    """A process's resident set now (VmRSS), in MiB (NaN once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return math.nan
+
+
 def system_busy_seconds() -> float:
     """CPU seconds the whole machine spent not idle since boot."""
     with open("/proc/stat") as f:

@@ -1,0 +1,1181 @@
+"""Issue 13's scale rows: a sustained load, and one replica starting on 100 000 schedules.
+
+    python bench/scale.py sustained --n 2000,10000 [--minutes 5] [--pod-run-ms 200]
+    python bench/scale.py startup --n 100000 [--every-second 20] [--cap-minutes 15]
+    python bench/scale.py report             # rebuild results.md from raw/*.json
+
+Why it exists: bench/run.py measures one tick (a herd, or one minute spread); issue 13
+also asks what one `punctual run` (defaults, no --qps) does under a load that lasts,
+and how it starts when 100 000 schedules exist. Each row runs on a fresh control plane
+(bench/trial.py's frame, bench/cluster.py's cluster) and takes every figure from the
+API server's audit log and from /proc, as the rest of the bench does.
+
+* sustained: N CronSchedules `H * * * * *` (the second hashed from the uid) between a
+  startTime and an endTime five minutes apart, so each fires once a minute for five
+  minutes: 5 N Jobs, N/60 a second on average. Measured: Jobs created against the
+  ticks expected (missing, duplicates, Jobs for ticks not expected), the creates per
+  second in each minute against the raw client's rate on the same cluster just before
+  (suspended Jobs from punctual.kube.client.KubeClient as fast as the server takes
+  them: suspended, so that their pods do not load the window), the skew (audit
+  `requestReceivedTimestamp` of the create minus the tick in the Job's name), the
+  operator's CPU per firing and peak RSS, and how far the rest of the control plane
+  kept up: the audit policy here also records the Job controller's pod creates, the
+  scheduler's bindings and kwok's pod status writes, so each stage's lag behind the
+  Job create is known.
+* startup: N CronSchedules that fire once a year (`0 0 1 1 *`), created by a
+  concurrent client before the operator starts, and a few that fire every second from
+  a known instant (startTime) after it starts. Measured: the operator's peak RSS, the
+  time from its start to /readyz 200, to a complete schedule index (the
+  punctual_schedules gauge), to the end of the first status writes (every schedule's
+  first `cronschedules/status` write in the audit log), to the first on-time firing of
+  the every-second schedules, and their coverage and skew while the first writes go
+  on; the API server's and etcd's peak RSS beside them.
+
+Cluster: `.cluster-bench/` of this work tree on ports from BENCH_PORT_BASE (default
+settings.PORT_BASE), pods of kwok that run BENCH_POD_RUN_MS (here 200 ms by default),
+torn down after each row, also on errors, SIGINT and SIGTERM. Results:
+BENCH_RESULTS (default bench/results-scale): raw/<row>-<n>.json and results.md.
+
+What it must never do: act at import time (main() sets sys.path up first, as run.py
+does, and the modules that import `punctual` or e2e/ are imported inside functions),
+touch the controller under test during a window, or leave a process or a cluster
+behind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import source
+from clock import hms, log, sleep_until, wall
+from measure import Request, percentile, split_job_name, summary
+from procfs import cpu_between, cpu_seconds, peak_rss_mb, rss_mb, snapshot
+from settings import (
+    BIN_DIR,
+    HERE,
+    NAMESPACE,
+    PORT_BASE,
+    PROFILES,
+    RAW_AGENT,
+    STATE_DIR,
+    VENV,
+    Scenario,
+    Settings,
+    rel,
+)
+
+if TYPE_CHECKING:
+    from operatorprocess import OperatorProcess
+    from trial import Trial
+
+SUSTAINED = Scenario("punctual", "sustained", PROFILES["defaults"])
+STARTUP = Scenario("punctual", "startup", PROFILES["defaults"])
+RAW_MAX = 5000  # raw creates measured before the sustained window
+ON_TIME = 1.0  # seconds: a firing this close to its tick is on time
+BUCKET = 30.0  # seconds per row of the start-up timeline
+
+# The control plane's downstream stages, audited here beside the bench's policy: the
+# Job controller's pod creates, the scheduler's bindings and kwok's status writes.
+PODS_RULE = """\
+  - level: Metadata
+    verbs: [create, update, patch]
+    resources:
+      - group: ""
+        resources: [pods, pods/binding, pods/status]
+"""
+
+
+# -- entry -------------------------------------------------------------------------------
+
+
+def _interrupt(signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else "")
+    parser.add_argument("row", choices=("sustained", "startup", "report"))
+    parser.add_argument("--n", default="", help="comma-separated sizes")
+    parser.add_argument("--minutes", type=int, default=5, help="sustained: minutes of firing")
+    parser.add_argument("--every-second", type=int, default=20, help="startup: such schedules")
+    parser.add_argument("--lead", type=float, default=60.0, help="startup: start to first tick")
+    parser.add_argument("--cap-minutes", type=float, default=15.0, help="startup: at most")
+    parser.add_argument("--pod-run-ms", type=int, default=0, help="default BENCH_POD_RUN_MS/200")
+    args = parser.parse_args(argv)
+    source.clear_operator_environment()
+    tree = source.extract(os.environ.get("BENCH_PUNCTUAL_REV", ""))
+    source.put_on_path(tree)
+    environ = dict(os.environ)
+    environ.setdefault("BENCH_RESULTS", str(HERE / "results-scale"))
+    environ.setdefault("BENCH_POD_RUN_MS", "200")
+    settings = Settings.from_environment(environ, tree)
+    if args.pod_run_ms:
+        settings = replace(settings, pod_run_ms=args.pod_run_ms)
+    (settings.results / "raw").mkdir(parents=True, exist_ok=True)
+    if args.row != "report":
+        default = "2000,10000" if args.row == "sustained" else "100000"
+        sizes = [int(s) for s in (args.n or default).split(",") if s.strip()]
+        port_base = int(os.environ.get("BENCH_PORT_BASE") or PORT_BASE)
+        for n in sizes:
+            if not run_row(args, n, settings, port_base):
+                return 130
+    write_report(settings.results)
+    log(f"report: {rel(settings.results / 'results.md')}")
+    return 0
+
+
+def run_row(args: argparse.Namespace, n: int, settings: Settings, port_base: int) -> bool:
+    """One row on a fresh cluster, its raw file written; False if interrupted."""
+    from campaign import clean
+    from machine import machine
+    from replicas import STARTED
+
+    scenario = SUSTAINED if args.row == "sustained" else STARTUP
+    trial = scale_trial(scenario, n, settings, port_base)
+
+    async def body(t: Trial) -> None:
+        if args.row == "sustained":
+            await sustained(t, minutes=args.minutes)
+        else:
+            await startup(t, args.every_second, args.lead, args.cap_minutes * 60)
+
+    try:
+        result = asyncio.run(trial.execute(body))
+    except KeyboardInterrupt:
+        log("interrupted: stopping the operator and the bench cluster")
+        for op in list(STARTED):
+            op.kill()
+        trial.cluster.down()
+        return False
+    result["machine"] = machine(settings.rev)
+    syncs = os.environ.get("BENCH_JOB_SYNCS") or ""
+    suffix = f"-jobsyncs{syncs}" if syncs else ""
+    path = settings.results / "raw" / f"{scenario.id}-{n}{suffix}.json"
+    path.write_text(json.dumps(clean(result), indent=1) + "\n")
+    log(f"wrote {rel(path)} ({result['duration']:.0f}s)")
+    return True
+
+
+def scale_trial(scenario: Scenario, n: int, settings: Settings, port_base: int) -> Trial:
+    """trial.Trial on the bench's cluster at `port_base`, with the pods' stages audited."""
+    from cluster import BENCH_AUDIT_POLICY, BenchCluster
+    from trial import Trial
+
+    # The Job controller's workers (kube-controller-manager's default is 5), to show
+    # how far the load is the controller's and not the operator's.
+    job_syncs = int(os.environ.get("BENCH_JOB_SYNCS") or 0)
+
+    class ScaleCluster(BenchCluster):
+        def _write_configs(self) -> None:
+            super()._write_configs()
+            policy = BENCH_AUDIT_POLICY.replace("  - level: None", PODS_RULE + "  - level: None")
+            assert PODS_RULE in policy, "bench/cluster.py's audit policy changed"
+            (self.state_dir / "audit-policy.yaml").write_text(policy)
+
+        def _argv(self, name: str) -> list[str]:
+            argv = super()._argv(name)
+            if name == "kube-controller-manager" and job_syncs:
+                argv.append(f"--concurrent-job-syncs={job_syncs}")
+            return argv
+
+    class ScaleTrial(Trial):
+        def _prepare(self) -> float:
+            started = super()._prepare()  # cleans the state folder's leftovers
+            cluster = ScaleCluster(
+                state_dir=STATE_DIR,
+                port_base=port_base,
+                bin_dir=BIN_DIR,
+                pod_run_milliseconds=self.settings.pod_run_ms,
+            )
+            cluster.profile = self.profile
+            self.cluster = cluster
+            self.result["port_base"] = port_base
+            self.result["concurrent_job_syncs"] = job_syncs or "5 (default)"
+            return started
+
+    return ScaleTrial(scenario, n, settings)
+
+
+# -- helpers -----------------------------------------------------------------------------
+
+
+def _job_template() -> dict[str, Any]:
+    """scenarios.py's Job (kwok runs its pod BENCH_POD_RUN_MS), a copy of our own."""
+    from scenarios import JOB_TEMPLATE
+
+    copy: dict[str, Any] = json.loads(json.dumps(JOB_TEMPLATE))
+    return copy
+
+
+async def create_many(
+    api: Any, path: str, bodies: Iterable[dict[str, Any]], concurrency: int
+) -> dict[str, str]:
+    """Create every body (retrying 429/5xx), `concurrency` at a time; {name: uid}."""
+    from punctual.kube.client import AlreadyExists, Unavailable
+
+    uids: dict[str, str] = {}
+    queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue(maxsize=concurrency * 4)
+
+    async def worker() -> None:
+        while (body := await queue.get()) is not None:
+            name = body["metadata"]["name"]
+            for attempt in range(20):
+                try:
+                    created = await api.create(path, body)
+                except Unavailable:
+                    await asyncio.sleep(min(2.0, 0.2 * (attempt + 1)))
+                    continue
+                except AlreadyExists:
+                    created = await api.get(f"{path}/{name}")
+                uids[name] = created["metadata"]["uid"]
+                break
+
+    workers = [asyncio.create_task(worker()) for _ in range(concurrency)]
+    for body in bodies:
+        await queue.put(body)
+    for _ in workers:
+        await queue.put(None)
+    await asyncio.gather(*workers)
+    return uids
+
+
+def _summary(values: Iterable[float]) -> dict[str, float]:
+    return {k: round(v, 4) if isinstance(v, float) else v for k, v in summary(values).items()}
+
+
+def _rfc3339(instant: float) -> str:
+    return datetime.fromtimestamp(instant, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _q(values: list[float], q: float) -> float:
+    return round(percentile(sorted(values), q), 4) if values else math.nan
+
+
+def _punctual_creates(requests: Iterable[Request]) -> list[Request]:
+    return [
+        r
+        for r in requests
+        if r.verb == "create" and r.resource == "jobs" and r.agent.startswith("punctual/")
+    ]
+
+
+def _pod_job(pod: str) -> str:
+    return pod.rpartition("-")[0]
+
+
+def pipeline(requests: list[Request], job_created: dict[str, float]) -> dict[str, Any]:
+    """How far the control plane behind the creates kept up: per Job, when its pod was
+    bound (scheduler) and finished (kwok's second status write), and Punctual's deletes
+    of finished Jobs (successfulJobsHistoryLimit)."""
+    pod_creates = [r for r in requests if r.verb == "create" and r.resource == "pods"]
+    bound: dict[str, float] = {}
+    status_writes: dict[str, list[float]] = defaultdict(list)
+    for r in requests:
+        if r.resource == "pods/binding" and r.code in (200, 201):
+            job = _pod_job(r.name)
+            if job in job_created:
+                bound.setdefault(job, r.received)
+        elif r.resource == "pods/status" and r.code == 200 and "kwok" in r.agent:
+            status_writes[r.name].append(r.received)
+    finished: dict[str, float] = {}
+    for pod, times in status_writes.items():
+        job = _pod_job(pod)
+        if job in job_created and len(times) >= 2:
+            finished.setdefault(job, sorted(times)[1])
+    deletes = [
+        r
+        for r in requests
+        if r.verb == "delete" and r.resource == "jobs" and r.agent.startswith("punctual/")
+    ]
+    return {
+        "jobs_created": len(job_created),
+        "pods_created": sum(1 for r in pod_creates if r.code == 201),
+        "pods_bound": len(bound),
+        "pods_finished": len(finished),
+        "jobs_deleted_by_punctual": sum(1 for r in deletes if r.code == 200),
+        "bind_lag": _summary(bound[j] - job_created[j] for j in bound),
+        "finish_lag": _summary(finished[j] - job_created[j] for j in finished),
+        "bound_at": sorted(bound.values()),
+        "finished_at": sorted(finished.values()),
+    }
+
+
+def foreign_runs(ours: Iterable[int]) -> list[str]:
+    """Other benchmarks, e2e runs and API servers on this (shared) machine now."""
+    mine = {str(pid) for pid in ours}
+    found = subprocess.run(
+        ["pgrep", "-af", "bench/run.py|pytest tests/e2e|kube-apiserver"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.splitlines()
+    return sorted(
+        line.split(maxsplit=1)[1][:80]
+        for line in found
+        if line.split(maxsplit=1)[0] not in mine and str(os.getpid()) != line.split()[0]
+    )
+
+
+def per_interval(instants: Iterable[float], start: float, step: float, count: int) -> list[int]:
+    counts = [0] * count
+    for t in instants:
+        i = int((t - start) // step)
+        if 0 <= i < count:
+            counts[i] += 1
+    return counts
+
+
+# -- the raw client's rate ---------------------------------------------------------------
+
+
+async def raw_rate(trial: Trial, count: int) -> dict[str, Any]:
+    """KubeClient creating `count` suspended Jobs in their own namespace as fast as the
+    API server takes them (scenarios.raw's client; suspended: no pods to load the
+    window that follows). The rate from the audit log's first to last create."""
+    from kubeapi import create_all
+
+    from punctual.kube.client import AlreadyExists, KubeClient, load_kubeconfig
+
+    namespace = "bench-raw"
+    with contextlib.suppress(AlreadyExists):
+        await trial.api.create(
+            "/api/v1/namespaces",
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
+        )
+    template = _job_template()
+    bodies = [
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": f"raw-{i:05d}-1", "namespace": namespace},
+            "spec": {**template["spec"], "suspend": True},
+        }
+        for i in range(count)
+    ]
+    concurrency = trial.settings.raw_concurrency
+    credentials = load_kubeconfig(trial.cluster.kubeconfig)
+    before = snapshot(trial.component_pids())
+    async with KubeClient(credentials, user_agent=RAW_AGENT, timeout=120) as client:
+        await client.get("/version")
+        started = wall()
+        await create_all(client, f"/apis/batch/v1/namespaces/{namespace}/jobs", bodies, concurrency)
+        ended = wall()
+    after = snapshot(trial.component_pids())
+    await asyncio.sleep(1.0)
+    trial.tail.poll()
+    received = sorted(
+        r.received
+        for r in trial.tail.requests
+        if r.agent == RAW_AGENT and r.verb == "create" and r.resource == "jobs" and r.code == 201
+    )
+    span = received[-1] - received[0] if len(received) > 1 else math.nan
+    rate = (len(received) - 1) / span if span == span and span > 0 else math.nan
+    log(f"raw: {len(received)}/{count} suspended Jobs in {span:.2f}s ({rate:.0f}/s)")
+    return {
+        "count": count,
+        "created": len(received),
+        "concurrency": concurrency,
+        "suspended": True,
+        "client_wall": round(ended - started, 3),
+        "span": round(span, 3),
+        "rate": round(rate, 1),
+        "cpu": cpu_between(before, after),
+    }
+
+
+# -- sustained load ----------------------------------------------------------------------
+
+
+def _sustained_schedules(n: int, start: float, end: float, template: dict[str, Any]) -> Any:
+    for i in range(n):
+        yield {
+            "apiVersion": "punctual.dev/v1",
+            "kind": "CronSchedule",
+            "metadata": {"name": f"s-{i:05d}"},
+            "spec": {
+                "schedule": "H * * * * *",
+                "timeZone": "UTC",
+                "startTime": _rfc3339(start),
+                "endTime": _rfc3339(end),
+                "successfulJobsHistoryLimit": 1,
+                "failedJobsHistoryLimit": 1,
+                "jitterSeconds": 0,
+                "jobTemplate": template,
+            },
+        }
+
+
+def expected_ticks(uids: dict[str, str], expression: str, start: float, end: float) -> set[str]:
+    """The Job names (`<schedule>-<unix s>`) the schedules must create in [start, end)."""
+    from punctual.core.schedules import parse_schedule
+
+    names: set[str] = set()
+    for name, uid in uids.items():
+        ticks = parse_schedule(expression, time_zone="UTC", uid=uid)
+        at = datetime.fromtimestamp(start - 1, UTC)
+        while (nxt := ticks.next_tick(at)) is not None and nxt.timestamp() < end:
+            names.add(f"{name}-{int(nxt.timestamp())}")
+            at = nxt
+    return names
+
+
+async def sustained(trial: Trial, *, minutes: int) -> None:
+    """N schedules each firing once a minute for `minutes` minutes on one replica."""
+    from cluster import install_punctual
+    from kubeapi import lease_holder, wait_for
+    from replicas import start_operator
+
+    n = trial.n
+    trial.result["fencing"] = install_punctual(
+        trial.cluster, trial.settings.source, fencing=trial.settings.fencing
+    )
+    trial.result["raw"] = await raw_rate(trial, min(n, RAW_MAX))
+    operator = start_operator(
+        trial.cluster,
+        trial.workdir,
+        "bench-a",
+        trial.profile,
+        trial.settings.source,
+        cprofile=False,
+    )
+    trial.operators.append(operator)
+
+    async def leads() -> bool:
+        return await lease_holder(trial.api) == operator.identity
+
+    await wait_for("the operator to take the Lease", leads, 60)
+    # The first minute of firing must come after the first status of every schedule
+    # (one write each, as fast as the server takes them): estimated, then checked.
+    setup_estimate = 20 + n / 120 + n / 100
+    start = float(math.ceil((wall() + setup_estimate) / 60) * 60)
+    end = start + 60 * minutes
+    template = _job_template()
+    log(f"sustained n={n}: creating CronSchedules, firing {hms(start)}..{hms(end)}")
+    began = wall()
+    uids = await create_many(
+        trial.api,
+        f"/apis/punctual.dev/v1/namespaces/{NAMESPACE}/cronschedules",
+        _sustained_schedules(n, start, end, template),
+        64,
+    )
+    created_at = wall()
+    expected = expected_ticks(uids, "H * * * * *", start, end)
+    initial: dict[str, float] = {}
+
+    def statuses_written() -> bool:
+        for r in trial.tail.poll():
+            if (
+                r.agent == operator.user_agent
+                and r.resource == "cronschedules/status"
+                and r.code == 200
+                and r.name not in initial
+            ):
+                initial[r.name] = r.received
+        return len(initial) >= n
+
+    try:
+        await wait_for("the first statuses", statuses_written, max(5.0, start - wall() - 1.5), 0.5)
+    except TimeoutError:
+        log(f"only {len(initial)}/{n} first statuses written before the first minute")
+    trial.result["setup"] = {
+        "schedules_created_s": round(created_at - began, 2),
+        "create_rate": round(n / max(1e-9, created_at - began), 1),
+        "first_statuses": len(initial),
+        "first_statuses_done_s": round(max(initial.values()) - began, 2) if initial else None,
+        "margin_s": round(start - max(initial.values()), 2) if initial else None,
+    }
+    # The window: from a second before the first tick until every expected Job exists
+    # (or a minute after the last tick), then up to a minute for the pipeline to drain.
+    await sleep_until(start - 1.0)
+    trial.tail.poll()
+    before = snapshot(trial.component_pids())
+    rss: list[tuple[float, float]] = []
+    created: set[str] = set()
+    cap = end + 60.0
+    log(f"window: {len(expected)} Jobs expected by {hms(end)}")
+    minutes_cpu: list[dict[str, Any]] = []
+    last_minute = before
+    foreign: list[tuple[float, list[str]]] = []
+    next_look = 0.0
+    while wall() < cap:
+        await asyncio.sleep(2.0)
+        rss.append((round(wall() - start, 1), round(rss_mb(operator.pid), 1)))
+        if wall() >= next_look:  # who else loads the machine (shared with other runs)
+            next_look = wall() + 10.0
+            seen = foreign_runs(trial.cluster.pids.values())
+            if seen:
+                foreign.append((round(wall() - start, 1), seen))
+        if wall() >= last_minute.at + 60.0 and len(minutes_cpu) < minutes:
+            now = snapshot(trial.component_pids())
+            minutes_cpu.append(cpu_between(last_minute, now))
+            last_minute = now
+        for r in _punctual_creates(trial.tail.poll()):
+            if r.code == 201:
+                created.add(r.name)
+        if wall() > end and expected <= created:
+            break
+    fired = wall()
+    after_firing = snapshot(trial.component_pids())
+    log(f"{len(created & expected)}/{len(expected)} expected Jobs created; draining")
+    drain_cap = fired + 60.0
+    while wall() < drain_cap:
+        await asyncio.sleep(5.0)
+        rss.append((round(wall() - start, 1), round(rss_mb(operator.pid), 1)))
+        trial.tail.poll()
+    after = snapshot(trial.component_pids())
+    trial.result["sustained"] = record_sustained(
+        trial, expected, start, end, minutes, (before, after_firing, after), fired
+    )
+    trial.result["rss_timeline"] = rss
+    trial.result["cpu_per_minute"] = minutes_cpu
+    trial.result["foreign_runs"] = foreign
+    trial.result["operator_requests"] = operator.api_requests()
+    trial.result["operator_schedules"] = operator.metric("punctual_schedules")
+    pids = trial.component_pids()
+    trial.result["peak_rss_mb"] = {name: round(peak_rss_mb(pid), 1) for name, pid in pids.items()}
+    trial.result["cpu_window"] = cpu_between(before, after_firing)
+    trial.result["cpu_with_drain"] = cpu_between(before, after)
+    s = trial.result["sustained"]
+    log(
+        f"sustained n={n}: {s['created']}/{s['expected']} created, missing {s['missing']}, "
+        f"duplicates {s['duplicates']}, skew p50 {s['skew']['p50']:.3f}s "
+        f"p99 {s['skew']['p99']:.3f}s max {s['skew']['max']:.3f}s, "
+        f"CPU {s['operator_cpu_ms_per_firing']:.2f} ms/firing, "
+        f"peak RSS {trial.result['peak_rss_mb'].get('operator bench-a')} MB"
+    )
+
+
+def record_sustained(
+    trial: Trial,
+    expected: set[str],
+    start: float,
+    end: float,
+    minutes: int,
+    snapshots: tuple[Any, Any, Any],
+    fired: float,
+) -> dict[str, Any]:
+    """The sustained row's figures from the audit log."""
+    requests = trial.tail.requests
+    creates = _punctual_creates(requests)
+    codes = Counter(r.code for r in creates)
+    per_name = Counter(r.name for r in creates if r.code == 201)
+    received = {r.name: r.received for r in creates if r.code == 201}
+    missing = sorted(expected - set(received))
+    unexpected = sorted(set(received) - expected)
+    duplicates = sorted(name for name, c in per_name.items() if c > 1)
+    schedules_fired: Counter[tuple[str, int]] = Counter()
+    skews: list[float] = []
+    by_minute: dict[int, list[float]] = defaultdict(list)
+    for name, at in received.items():
+        parsed = split_job_name(name)
+        if parsed is None:
+            continue
+        schedule, tick = parsed
+        minute = int((tick - start) // 60)
+        schedules_fired[(schedule, minute)] += 1
+        if name in expected:
+            skews.append(at - tick)
+            by_minute[minute].append(at - tick)
+    # Two Jobs of one schedule for one minute would be two firings of one tick.
+    duplicates += [f"{s} minute {m}" for (s, m), c in schedules_fired.items() if c > 1]
+    ticks_per_minute = Counter(
+        int((split_job_name(j) or ("", 0))[1] - start) // 60 for j in expected
+    )
+    created_at = sorted(received.values())
+    minute_rows = []
+    for m in range(minutes):
+        lo = start + 60 * m
+        in_minute = [t for t in created_at if lo <= t < lo + 60]
+        per_second = Counter(int(t - lo) for t in in_minute)
+        values = by_minute.get(m, [])
+        minute_rows.append(
+            {
+                "minute": m + 1,
+                "expected": ticks_per_minute.get(m, 0),
+                "expected_per_s": round(ticks_per_minute.get(m, 0) / 60, 1),
+                "created_in_minute": len(in_minute),
+                "achieved_per_s": round(len(in_minute) / 60, 1),
+                "peak_1s": max(per_second.values(), default=0),
+                "skew_p50": _q(values, 50),
+                "skew_p99": _q(values, 99),
+                "skew_max": round(max(values), 4) if values else math.nan,
+            }
+        )
+    before, after_firing, _after = snapshots
+    op = "operator bench-a"
+    cpu = after_firing.processes.get(op, math.nan) - before.processes.get(op, math.nan)
+    firings = len(set(received) & expected)
+    job_created = {name: at for name, at in received.items()}
+    stages = pipeline(requests, job_created)
+    bound_at, finished_at = stages.pop("bound_at"), stages.pop("finished_at")
+    steps = math.ceil((fired + 60 - start) / 30)
+    stages["timeline_30s"] = {
+        "created": per_interval(created_at, start, 30, steps),
+        "bound": per_interval(bound_at, start, 30, steps),
+        "finished": per_interval(finished_at, start, 30, steps),
+    }
+    in_window = [r for r in requests if start - 1 <= r.received <= fired]
+    writes = Counter(
+        f"{r.verb} {r.resource}"
+        for r in in_window
+        if r.agent.startswith("punctual/") and r.resource != "leases"
+    )
+    return {
+        "start": start,
+        "end": end,
+        "minutes": minutes,
+        "expression": "H * * * * *",
+        "expected": len(expected),
+        "created": len(received),
+        "firings": firings,
+        "attempts": {str(k): v for k, v in sorted(codes.items())},
+        "missing": len(missing),
+        "missing_examples": missing[:5],
+        "duplicates": len(duplicates),
+        "duplicate_examples": duplicates[:5],
+        "unexpected": len(unexpected),
+        "unexpected_examples": unexpected[:5],
+        "skew": _summary(skews),
+        "worst_second_p99": max(
+            (
+                _q(v, 99)
+                for v in _by_tick(received, expected).values()
+                if v  # one tick second: all schedules hashed to it in one minute
+            ),
+            default=math.nan,
+        ),
+        "per_minute": minute_rows,
+        "last_create_after_end": round(created_at[-1] - end, 2) if created_at else None,
+        "operator_cpu_s": round(cpu, 2),
+        "operator_cpu_ms_per_firing": round(1000 * cpu / max(1, firings), 3),
+        "window_s": round(after_firing.at - before.at, 1),
+        "writes_in_window": dict(sorted(writes.items())),
+        "writes_per_firing": round(sum(writes.values()) / max(1, firings), 2),
+        "pipeline": stages,
+    }
+
+
+def _by_tick(received: dict[str, float], expected: set[str]) -> dict[int, list[float]]:
+    out: dict[int, list[float]] = defaultdict(list)
+    for name, at in received.items():
+        parsed = split_job_name(name)
+        if parsed and name in expected:
+            out[parsed[1]].append(at - parsed[1])
+    return out
+
+
+# -- start-up with 100 000 schedules -----------------------------------------------------
+
+
+def _rare_schedules(n: int, template: dict[str, Any]) -> Any:
+    for i in range(n):
+        yield {
+            "apiVersion": "punctual.dev/v1",
+            "kind": "CronSchedule",
+            "metadata": {"name": f"b-{i:06d}"},
+            "spec": {"schedule": "0 0 1 1 *", "timeZone": "UTC", "jobTemplate": template},
+        }
+
+
+def _every_second(count: int, first: float, last: float, template: dict[str, Any]) -> Any:
+    for i in range(count):
+        yield {
+            "apiVersion": "punctual.dev/v1",
+            "kind": "CronSchedule",
+            # Named to sort after the rare ones: listed (and first looked at) last.
+            "metadata": {"name": f"tick-{i:02d}"},
+            "spec": {
+                "schedule": "* * * * * *",
+                "timeZone": "UTC",
+                "startTime": _rfc3339(first),
+                "endTime": _rfc3339(last),
+                "successfulJobsHistoryLimit": 1,
+                "failedJobsHistoryLimit": 1,
+                "jobTemplate": template,
+            },
+        }
+
+
+async def startup(trial: Trial, every: int, lead: float, cap: float) -> None:
+    """N rare schedules created first, `every` every-second ones from `lead` s after the
+    operator starts; then one `punctual run`, measured from its start."""
+    from cluster import install_punctual
+
+    n = trial.n
+    trial.result["fencing"] = install_punctual(
+        trial.cluster, trial.settings.source, fencing=trial.settings.fencing
+    )
+    template = _job_template()
+    path = f"/apis/punctual.dev/v1/namespaces/{NAMESPACE}/cronschedules"
+    log(f"startup n={n}: creating {n} rare CronSchedules")
+    began = wall()
+    await create_many(trial.api, path, _rare_schedules(n, template), 100)
+    created = wall()
+    log(f"created {n} in {created - began:.0f}s ({n / (created - began):.0f}/s)")
+    trial.tail.poll()
+    first_tick = float(math.ceil(wall() + lead))
+    await create_many(
+        trial.api, path, _every_second(every, first_tick, first_tick + cap + 600, template), every
+    )
+    trial.result["setup"] = {
+        "schedules_created_s": round(created - began, 1),
+        "create_rate": round(n / max(1e-9, created - began), 1),
+        "every_second": every,
+        "first_tick": first_tick,
+    }
+    trial.result["startup"] = await _one_start(trial, "bench-a", first_tick, n + every, cap)
+    # Then a restart: the schedules have their status now, as after any upgrade.
+    trial.operators[-1].stop(timeout=30.0)
+    trial.result["restart"] = await _one_start(trial, "bench-b", 0.0, n + every, cap)
+    pids = trial.component_pids()
+    trial.result["peak_rss_mb"] = {name: round(peak_rss_mb(pid), 1) for name, pid in pids.items()}
+
+
+async def _one_start(
+    trial: Trial, identity: str, first_tick: float, total: int, cap: float
+) -> dict[str, Any]:
+    """One `punctual run` started and followed; first_tick 0: the schedules have status
+    already, and the every-second ones are due from the start."""
+    from replicas import start_operator
+
+    before = snapshot(trial.component_pids())
+    t0 = wall()
+    operator = start_operator(
+        trial.cluster, trial.workdir, identity, trial.profile, trial.settings.source, cprofile=False
+    )
+    trial.operators.append(operator)
+    first = first_tick or t0
+    log(f"{identity} started; every-second ticks due from +{first - t0:.1f}s")
+    progress = await _follow_startup(trial, operator, t0, first, total if first_tick else 0, cap)
+    after = snapshot(trial.component_pids())
+    progress["operator_requests"] = operator.api_requests()
+    result = record_startup(trial, operator, t0, first, progress)
+    result["operator_cpu_s"] = round(cpu_seconds(operator.pid), 2)
+    result["operator_peak_rss_mb"] = round(peak_rss_mb(operator.pid), 1)
+    result["cpu"] = cpu_between(before, after)
+    log(
+        f"{identity}: ready +{result['ready_s']}s, index +{result['index_complete_s']}s, "
+        f"first statuses {result['first_statuses']}/{total} "
+        f"(+{result['first_statuses_done_s']}s), first on-time firing "
+        f"+{result['first_on_time_s']}s, peak RSS {result['operator_peak_rss_mb']} MB"
+    )
+    return result
+
+
+async def _follow_startup(
+    trial: Trial, operator: OperatorProcess, t0: float, first_tick: float, total: int, cap: float
+) -> dict[str, Any]:
+    """Poll /readyz and the schedule gauge (until each is reached: a scrape of a full
+    index reads every schedule), the audit log and /proc until the first statuses are
+    written and the every-second schedules have fired a minute on time, or the cap."""
+    apiserver = trial.cluster.pids["kube-apiserver"]
+    etcd = trial.cluster.pids["etcd"]
+    ready: float | None = None
+    index: float | None = None
+    index_seen = 0.0
+    statuses: dict[str, float] = {}
+    rss: list[tuple[float, float, float, float]] = []
+    next_rss = 0.0
+    next_scrape = 0.0
+    next_look = 0.0
+    foreign: list[tuple[float, list[str]]] = []
+    on_time_since: float | None = None
+    exited: int | None = None
+    while wall() < t0 + cap:
+        await asyncio.sleep(0.25)
+        now = wall()
+        if operator.proc.poll() is not None:
+            exited = operator.proc.returncode
+            log(f"the operator exited ({exited})")
+            break
+        if ready is None and operator.get("/readyz")[0] == 200:
+            ready = wall()
+            log(f"ready +{ready - t0:.1f}s")
+        if index is None and now >= next_scrape:
+            next_scrape = now + 1.0
+            value = operator.metric("punctual_schedules")
+            index_seen = max(index_seen, value or 0.0)
+            if value is not None and value >= total:
+                index = wall()
+                log(f"index complete +{index - t0:.1f}s")
+        if now >= next_look:
+            next_look = now + 10.0
+            seen = foreign_runs(trial.cluster.pids.values())
+            if seen:
+                foreign.append((round(now - t0, 1), seen))
+        if now >= next_rss:
+            next_rss = now + 2.0
+            rss.append((round(now - t0, 1), rss_mb(operator.pid), rss_mb(apiserver), rss_mb(etcd)))
+        for r in trial.tail.poll():
+            if (
+                r.agent == operator.user_agent
+                and r.resource == "cronschedules/status"
+                and r.code == 200
+                and r.name not in statuses
+            ):
+                statuses[r.name] = r.received
+                if len(statuses) % 10000 == 0:
+                    log(f"{len(statuses)} first statuses, +{r.received - t0:.0f}s")
+        done = len(statuses) >= total and index is not None  # total 0: a restart
+        if done and on_time_since is None:
+            on_time_since = max(wall(), first_tick)
+        if on_time_since is not None and wall() > on_time_since + 60:
+            break
+    return {
+        "ready": ready,
+        "index": index,
+        "index_seen": index_seen,
+        "statuses": statuses,
+        "rss": rss,
+        "ended": wall(),
+        "exited": exited,
+        "capped": on_time_since is None,
+        "foreign": foreign,
+    }
+
+
+def _whole_seconds(start: float, end: float) -> int:
+    """How many whole-second ticks t have start <= t < end."""
+    return max(0, math.ceil(end) - math.ceil(start))
+
+
+def record_startup(
+    trial: Trial, operator: OperatorProcess, t0: float, first_tick: float, p: dict[str, Any]
+) -> dict[str, Any]:
+    n = trial.n
+    statuses: dict[str, float] = p.pop("statuses")
+    ended: float = p["ended"]
+    every_creates = [
+        r
+        for r in _punctual_creates(trial.tail.requests)
+        if r.code == 201 and r.name.startswith("tick-") and r.agent == operator.user_agent
+    ]
+    firings: list[tuple[float, float, str]] = []  # (tick, received, schedule)
+    for r in every_creates:
+        parsed = split_job_name(r.name)
+        if parsed:
+            firings.append((float(parsed[1]), r.received, parsed[0]))
+    firings.sort(key=lambda f: f[1])
+    on_time = [f for f in firings if f[1] - f[0] <= ON_TIME]
+    first_of: dict[str, tuple[float, float]] = {}
+    for tick, at, schedule in firings:
+        first_of.setdefault(schedule, (tick, at))
+    ready = p["ready"]
+    after_ready: dict[str, tuple[float, float]] = {}
+    for tick, at, schedule in firings:
+        if ready is not None and at >= ready:
+            after_ready.setdefault(schedule, (tick, at))
+    every = trial.result["setup"]["every_second"]
+    buckets = math.ceil((ended - t0) / BUCKET)
+    timeline = []
+    status_times = sorted(statuses.values())
+    for b in range(buckets):
+        lo, hi = t0 + b * BUCKET, t0 + (b + 1) * BUCKET
+        ticks = [f for f in firings if lo <= f[0] < hi]
+        expected = every * _whole_seconds(max(lo, first_tick), min(hi, ended))
+        skews = [at - tick for tick, at, _ in ticks]
+        timeline.append(
+            {
+                "from_s": round(lo - t0),
+                "first_statuses": sum(1 for t in status_times if t < hi),
+                "every_second_expected": expected,
+                "every_second_fired": len(ticks),
+                "on_time": sum(1 for s in skews if s <= ON_TIME),
+                "skew_p99": _q(skews, 99),
+                "operator_rss_mb": max(
+                    (r[1] for r in p["rss"] if lo - t0 <= r[0] < hi - t0), default=None
+                ),
+            }
+        )
+    bulk = sorted(t for name, t in statuses.items() if name.startswith("b-"))
+    done = len(statuses) >= n + every
+
+    def since(instant: float | None) -> float | None:
+        return round(instant - t0, 2) if instant is not None else None
+
+    rate_window = [t for t in status_times if t >= (status_times[0] if status_times else 0)]
+    rate = (
+        (len(rate_window) - 1) / (rate_window[-1] - rate_window[0])
+        if len(rate_window) > 1 and rate_window[-1] > rate_window[0]
+        else math.nan
+    )
+    expected_ticks = every * _whole_seconds(first_tick, ended)
+    return {
+        "schedules": n + every,
+        "every_second": every,
+        "first_tick_s": round(first_tick - t0, 2),
+        "ready_s": since(ready),
+        "index_complete_s": since(p["index"]),
+        "index_seen": p["index_seen"],
+        "first_statuses": len(statuses),
+        "first_statuses_bulk": len(bulk),
+        "first_statuses_done": done,
+        "first_status_s": since(status_times[0]) if status_times else None,
+        "first_statuses_done_s": since(status_times[-1]) if done and status_times else None,
+        "first_status_rate": round(rate, 1),
+        "first_create_s": since(firings[0][1]) if firings else None,
+        "first_on_time_s": since(on_time[0][1]) if on_time else None,
+        "first_on_time_tick_after_first_tick_s": round(on_time[0][0] - first_tick, 1)
+        if on_time
+        else None,
+        "first_firings": {
+            s: {"tick_after_first_tick": round(t - first_tick, 1), "skew": round(a - t, 3)}
+            for s, (t, a) in sorted(first_of.items())
+        },
+        "first_firings_after_ready_skew": _summary(a - t for t, a in after_ready.values()),
+        "every_second_expected_until_end": expected_ticks,
+        "every_second_fired": len(firings),
+        "every_second_on_time": len(on_time),
+        "every_second_skew": _summary(a - t for t, a, _ in firings),
+        "observed_s": round(ended - t0, 1),
+        "capped": p["capped"],
+        "exited": p["exited"],
+        "rss_timeline": p["rss"],
+        "foreign_runs": p["foreign"],
+        "timeline": timeline,
+        "operator_requests": p["operator_requests"],
+    }
+
+
+# -- the report --------------------------------------------------------------------------
+
+
+def _f(value: Any, digits: int = 2, unit: str = "") -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "n/a"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}{unit}"
+    return f"{value}{unit}"
+
+
+def write_report(results: Path) -> None:
+    """results.md: a table per row, from raw/*.json."""
+    raws = {p.stem: json.loads(p.read_text()) for p in sorted((results / "raw").glob("*.json"))}
+    lines = [
+        "# Scale rows of issue 13: sustained load, and 100 000 schedules at start-up",
+        "",
+        "Generated by `python bench/scale.py report` from `raw/*.json` (see bench/README.md,",
+        '"Sustained load and 100 000 schedules"). Every figure is from the API server\'s',
+        "audit log or /proc; one `punctual run` replica at its defaults (no --qps).",
+        "",
+    ]
+    sustained_rows = sorted(
+        (r for k, r in raws.items() if k.startswith(SUSTAINED.id)), key=lambda r: r["n"]
+    )
+    for r in sustained_rows:
+        lines += _sustained_table(r)
+    for r in sorted((r for k, r in raws.items() if k.startswith(STARTUP.id)), key=lambda r: r["n"]):
+        lines += _startup_table(r, "startup")
+        if "restart" in r:
+            lines += _startup_table(r, "restart")
+    (results / "results.md").write_text("\n".join(lines) + "\n")
+
+
+def _when(result: dict[str, Any]) -> str:
+    m = result.get("machine") or {}
+    started = datetime.fromtimestamp(result.get("started", 0), UTC).strftime("%Y-%m-%d %H:%M")
+    commit = m.get("commit") or m.get("git") or "?"
+    dirty = " (with uncommitted changes)" if m.get("dirty") else ""
+    return f"{started} UTC, commit {commit}{dirty}, pods of {result.get('pod_run_ms')} ms"
+
+
+def _sustained_table(r: dict[str, Any]) -> list[str]:
+    s = r["sustained"]
+    raw = r["raw"]
+    n = r["n"]
+    rss = r.get("peak_rss_mb") or {}
+    cpu = (r.get("cpu_window") or {}).get("seconds") or {}
+    wall_s = (r.get("cpu_window") or {}).get("wall") or math.nan
+    p = s["pipeline"]
+    setup = r.get("setup") or {}
+    out = [
+        f"## Sustained: {n} schedules, each once a minute for {s['minutes']} minutes"
+        + (
+            f", {r['concurrent_job_syncs']} Job syncs"
+            if isinstance(r.get("concurrent_job_syncs"), int)
+            else ""
+        ),
+        "",
+        f"Run {_when(r)}. `{s['expression']}` between startTime and endTime, "
+        f"successfulJobsHistoryLimit 1; the Job controller's workers "
+        f"(--concurrent-job-syncs): {r.get('concurrent_job_syncs', '5 (default)')}.",
+        "",
+        "| figure | value |",
+        "|---|---|",
+        f"| Jobs expected / created | {s['expected']} / {s['firings']} |",
+        f"| missing / duplicates / for unexpected ticks | {s['missing']} / {s['duplicates']}"
+        f" / {s['unexpected']} |",
+        f"| create responses | {s['attempts']} |",
+        f"| skew p50 / p99 / max | {_f(s['skew']['p50'], 3, ' s')} / "
+        f"{_f(s['skew']['p99'], 3, ' s')} / {_f(s['skew']['max'], 3, ' s')} |",
+        f"| worst p99 of one tick | {_f(s['worst_second_p99'], 3, ' s')} |",
+        f"| raw client, same cluster ({raw['created']} suspended Jobs, "
+        f"{raw['concurrency']} in flight) | {_f(raw['rate'], 0, ' creates/s')} |",
+        f"| operator CPU, first tick to last create | {_f(s['operator_cpu_s'], 1, ' s')} = "
+        f"{_f(s['operator_cpu_ms_per_firing'], 2, ' ms')} per firing "
+        f"({_f(s['operator_cpu_s'] / max(1e-9, wall_s), 2)} cores) |",
+        f"| operator peak RSS (VmHWM) | {_f(rss.get('operator bench-a'), 0, ' MB')} |",
+        f"| API server / etcd peak RSS | {_f(rss.get('kube-apiserver'), 0, ' MB')} / "
+        f"{_f(rss.get('etcd'), 0, ' MB')} |",
+        f"| writes per firing (window, Lease excluded) | {s['writes_per_firing']} "
+        f"{s['writes_in_window']} |",
+        f"| first statuses before the first tick | {setup.get('first_statuses')}/{n}, "
+        f"margin {_f(setup.get('margin_s'), 1, ' s')} |",
+        "",
+        "| minute | expected/s | created/s | peak in 1 s | skew p50 | skew p99 | skew max "
+        "| operator cores | API server cores | cores used outside the benchmark |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    per_minute_cpu = r.get("cpu_per_minute") or []
+    for i, m in enumerate(s["per_minute"]):
+        c = per_minute_cpu[i] if i < len(per_minute_cpu) else {}
+        w = c.get("wall") or math.nan
+        sec = c.get("seconds") or {}
+        out.append(
+            f"| {m['minute']} | {m['expected_per_s']} | {m['achieved_per_s']} | {m['peak_1s']} | "
+            f"{_f(m['skew_p50'], 3, ' s')} | {_f(m['skew_p99'], 3, ' s')} | "
+            f"{_f(m['skew_max'], 3, ' s')} | {_f(sec.get('operator bench-a', math.nan) / w)} | "
+            f"{_f(sec.get('kube-apiserver', math.nan) / w)} | {_f(c.get('other_cores'))} |"
+        )
+    busy = ", ".join(
+        f"{k} {v / max(1e-9, wall_s):.2f}"
+        for k, v in sorted(cpu.items(), key=lambda kv: -kv[1])
+        if v / max(1e-9, wall_s) >= 0.02
+    )
+    other = (r.get("cpu_window") or {}).get("other_cores")
+    out += [
+        "",
+        "The control plane behind the creates, by the end of the run (a minute after the "
+        f"last create): {p['pods_created']} pods created by the Job "
+        f"controller, {p['pods_bound']} bound by the scheduler (Job create to binding p50 "
+        f"{_f(p['bind_lag']['p50'], 1, ' s')}, max {_f(p['bind_lag']['max'], 1, ' s')}), "
+        f"{p['pods_finished']} finished by kwok (p50 {_f(p['finish_lag']['p50'], 1, ' s')}, "
+        f"max {_f(p['finish_lag']['max'], 1, ' s')}), {p['jobs_deleted_by_punctual']} Jobs "
+        "deleted by Punctual (history limit).",
+        "",
+        f"Cores busy in the window: {busy}; processes outside the benchmark {other}.",
+        "",
+        _foreign_line(r.get("foreign_runs"), "the first tick"),
+        "",
+    ]
+    return out
+
+
+def _foreign_line(foreign: list[Any] | None, origin: str) -> str:
+    if foreign is None:
+        return "Other runs on the machine were not recorded."
+    if not foreign:
+        return "No other benchmark, e2e run or API server ran on the machine meanwhile."
+    first, last = foreign[0][0], foreign[-1][0]
+    names = sorted({name.split()[0].rsplit("/", 1)[-1] for _, seen in foreign for name in seen})
+    return (
+        f"**Disturbed**: other runs ({', '.join(names)}) were seen on the machine from "
+        f"+{first:.0f} s to +{last:.0f} s after {origin}."
+    )
+
+
+def _gigabyte_verdict(mib: float) -> str:
+    """Issue 13's "peak RSS <= 1 GB per replica", for a figure in MiB (as /proc gives)."""
+    figure = f"{mib:.0f} MiB = {mib * 1.048576:.0f} MB"
+    if mib * 1.048576 <= 1000:
+        return f"met ({figure})"
+    if mib <= 1024:
+        return f"at the limit: within 1 GiB, above 1 000 MB ({figure})"
+    return f"not met ({figure})"
+
+
+def _startup_table(r: dict[str, Any], section: str) -> list[str]:
+    s = r[section]
+    rss = r.get("peak_rss_mb") or {}
+    n = r["n"]
+    setup = r.get("setup") or {}
+    op_rss = s.get("operator_peak_rss_mb") or rss.get("operator bench-a")
+    verdict = "n/a" if op_rss is None else _gigabyte_verdict(op_rss)
+    status_cell = (
+        f"+{_f(s['first_statuses_done_s'], 1, ' s')}"
+        if s["first_statuses_done"]
+        else f"not done: {s['first_statuses']}/{s['schedules']} after {s['observed_s']} s"
+    )
+    if section == "restart":
+        title = f"## Restart: the same {n} schedules, with their status, a new replica"
+        intro = (
+            f"The first replica stopped (SIGTERM), a second started at once: every schedule "
+            f"has its status, and the {s['every_second']} every-second ones are due from its "
+            "start. Times are from the start of the process."
+        )
+    else:
+        title = f"## Start-up: {n} schedules (+{s['every_second']} every second)"
+        intro = (
+            f"Run {_when(r)}. {n} schedules `0 0 1 1 *` created before the operator "
+            f"({setup.get('create_rate')} creates/s, {setup.get('schedules_created_s')} s), "
+            f"{s['every_second']} `* * * * * *` from a startTime {s['first_tick_s']} s after "
+            "the operator's start, all in one namespace (the every-second ones listed "
+            "last). Times are from the start of the process."
+        )
+    cpu = s.get("operator_cpu_s")
+    out = [
+        title,
+        "",
+        intro,
+        "",
+        "| figure | value |",
+        "|---|---|",
+        f"| operator peak RSS (VmHWM); target <= 1 GB per replica | {verdict} |",
+        f"| API server / etcd peak RSS | {_f(rss.get('kube-apiserver'), 0, ' MB')} / "
+        f"{_f(rss.get('etcd'), 0, ' MB')} |",
+        f"| operator CPU from its start to the end of this table | {_f(cpu, 1, ' s')} |",
+        f"| /readyz 200 | +{_f(s['ready_s'], 1, ' s')} |",
+        f"| schedule index complete (punctual_schedules = {s['schedules']}) | "
+        f"+{_f(s['index_complete_s'], 1, ' s')} |",
+        f"| status writes (first per schedule): first / all | "
+        f"+{_f(s['first_status_s'], 1, ' s')} / {status_cell} |",
+        f"| their rate | {_f(s['first_status_rate'], 0, ' /s')} |",
+        f"| every-second schedules: first Job / first on-time Job (skew <= {ON_TIME:g} s) | "
+        f"+{_f(s['first_create_s'], 1, ' s')} / +{_f(s['first_on_time_s'], 1, ' s')} |",
+        f"| skew of each one's first Job after ready: p50 / max | "
+        f"{_f(s['first_firings_after_ready_skew'].get('p50'), 3, ' s')} / "
+        f"{_f(s['first_firings_after_ready_skew'].get('max'), 3, ' s')} |",
+        f"| every-second ticks from the first tick to the end: expected / fired / on time | "
+        f"{s['every_second_expected_until_end']} / {s['every_second_fired']} / "
+        f"{s['every_second_on_time']} |",
+        f"| operator exit during the run | {s['exited'] if s['exited'] is not None else 'none'} |",
+        f"| other runs on the machine | {_foreign_line(s.get('foreign_runs'), 'start')} |",
+        "",
+        "| from (s) | first statuses written | every-second ticks due | fired | on time "
+        "| skew p99 | operator RSS (MB) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for row in s["timeline"]:
+        out.append(
+            f"| {row['from_s']} | {row['first_statuses']} | {row['every_second_expected']} | "
+            f"{row['every_second_fired']} | {row['on_time']} | {_f(row['skew_p99'], 2, ' s')} | "
+            f"{_f(row['operator_rss_mb'], 0)} |"
+        )
+    out.append("")
+    return out
+
+
+def reexec_in_venv() -> None:
+    if Path(sys.prefix).resolve() != VENV.resolve() and (VENV / "bin" / "python").exists():
+        os.execv(str(VENV / "bin" / "python"), [str(VENV / "bin" / "python"), *sys.argv])
+
+
+if __name__ == "__main__":
+    reexec_in_venv()
+    sys.exit(main())
