@@ -165,6 +165,34 @@ async def test_a_replica_that_does_not_lead_does_nothing() -> None:
     assert world.applier.decisions == []
 
 
+async def test_a_pass_while_leadership_has_only_lapsed_is_handed_back_later() -> None:
+    """A renew deadline passed between two renewals (the epoch is kept): the next renewal
+    gains no shard, so the dropped schedule must be remembered, or nothing wakes it."""
+    world = due_now()
+    world.lease.leading = False  # lapsed: still epoch 7
+    reconciler, _ = world.reconciler()
+    assert await reconciler(KEY) is None
+    assert reconciler.take_dropped() == {KEY}
+    assert reconciler.take_dropped() == set()  # handed back once
+
+
+async def test_a_pass_of_a_replica_that_never_led_is_not_remembered() -> None:
+    world = due_now()
+    world.lease.leading = False
+    world.lease.epoch = None
+    reconciler, _ = world.reconciler()
+    assert await reconciler(KEY) is None
+    assert reconciler.take_dropped() == set()
+
+
+async def test_losing_the_lease_mid_pass_remembers_the_schedule_while_the_epoch_is_kept() -> None:
+    world = due_now()
+    world.applier.outcomes = [NotLeader()]
+    reconciler, _ = world.reconciler()
+    assert await reconciler(KEY) is None
+    assert reconciler.take_dropped() == {KEY}
+
+
 async def test_a_lost_claim_is_read_again_and_decided_again_at_most_three_times() -> None:
     world = due_now()
     world.applier.outcomes = [Applied(stale=True) for _ in range(3)]

@@ -103,6 +103,7 @@ class Operator:
             applier=self.roles[0].applier,
             roles=lambda uid: self.roles[shard_of(uid, options.shards)],
             leads_any=self.election.is_leader,
+            lapsed_any=lambda: any(e.epoch is not None for e in self.election.electors),
             clock=clock,
             status_delay=timedelta(seconds=options.status_delay),
             forget=self.loop.forget,
@@ -159,6 +160,9 @@ class Operator:
                     self.view.clear()
                 self.notify_all()
                 await self.reconciler.sweep()
+            if now_led:  # leadership that had only lapsed is back: what it dropped
+                for key in self.reconciler.take_dropped():
+                    self.loop.notify(key)
             led = now_led
             changed = asyncio.ensure_future(self.election.changed.wait())
             stopper = asyncio.ensure_future(stop.wait())

@@ -107,6 +107,7 @@ class Reconciler:
         freezes: Callable[[str], Sequence[Freeze]] = lambda namespace: (),
         roles: Callable[[str], Role] | None = None,
         leads_any: Callable[[], bool] | None = None,
+        lapsed_any: Callable[[], bool] | None = None,
     ) -> None:
         self.api = api
         self.freezes = freezes  # the FreezeWindows of a namespace, as the leader knows them
@@ -115,6 +116,9 @@ class Reconciler:
         # The role of a schedule by its uid (one shard: always the one elector's).
         self.role: Callable[[str], Role] = roles or (lambda uid: single)
         self.leads_any = leads_any or elector.is_leader
+        # Whether some shard's leadership has only lapsed (its renew deadline passed
+        # between two renewals, its epoch kept): the next renewal restores it.
+        self.lapsed_any = lapsed_any or (lambda: elector.epoch is not None)
         self.clock = clock
         self.status_delay = status_delay
         self.forget = forget  # the scheduler loop drops a deleted schedule
@@ -122,10 +126,20 @@ class Reconciler:
         self.others = others
         self.events = events
         self.conflicts: dict[Key, str] = {}  # schedules another live installation fires
+        # Schedules a pass dropped while leadership had lapsed: no shard is gained when the
+        # next renewal restores it, so nothing else would wake them (a schedule firing
+        # once a year would wait a year). The leadership loop takes them back.
+        self.dropped: set[Key] = set()
+
+    def take_dropped(self) -> set[Key]:
+        dropped, self.dropped = self.dropped, set()
+        return dropped
 
     async def __call__(self, key: Key) -> datetime | None:
         """One pass; returns when to look at the schedule again (None: when notified)."""
         if not self.leads_any():
+            if self.lapsed_any():
+                self.dropped.add(key)
             return None
         for _ in range(ATTEMPTS):
             body = self.view.schedule(key)
@@ -138,6 +152,8 @@ class Reconciler:
             role = self.role(body["metadata"]["uid"])
             epoch = role.elector.epoch
             if epoch is None or not role.elector.is_leader():
+                if epoch is not None:  # lapsed, not lost
+                    self.dropped.add(key)
                 return None
             mine = await self._ownership(key, body)
             if mine is Ownership.OTHER_CLASS:
@@ -151,6 +167,8 @@ class Reconciler:
             try:
                 applied = await role.applier.apply(body, decision)
             except NotLeader:
+                if role.elector.epoch is not None:
+                    self.dropped.add(key)
                 return None
             except Unavailable as error:
                 logger.warning("%s/%s: API server unavailable: %s", *key, error)
