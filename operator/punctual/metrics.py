@@ -91,6 +91,12 @@ class Metrics:
         self.schedules = Gauge(
             "punctual_schedules", "CronSchedules known to this replica's index.", registry=r
         )
+        self.postponed = Gauge(
+            "punctual_writes_postponed",
+            "CronSchedules whose routine status write (one that waits on no tick in the "
+            "next 10 s, such as a first claim) waits behind due writes for a free slot.",
+            registry=r,
+        )
         self.conflicts = Gauge(
             "punctual_schedule_conflicts",
             "CronSchedules this installation leaves alone because another live installation "

@@ -1304,3 +1304,21 @@ def test_a_tick_fired_on_its_claim_made_ahead_is_never_called_missed_later() -> 
         (n(T0 + second), "Created", 6),
     ]
     assert not [f for f in firings if f["outcome"] == "Missed"]
+
+
+def test_a_decision_says_when_its_writes_are_due() -> None:
+    """`due_by`: now for a create, the tick of a claim not yet written, None otherwise."""
+    spec = spec_body()
+    # The first pass half an hour before the first tick: its claim ahead is due at T0.
+    first = run(schedule_body(spec), now=T0 - 20 * M)
+    assert first.creates == () and first.status is not None
+    assert [c["job"] for c in first.status["inFlight"]] == [n(T0)]
+    assert first.due_by == T0
+    # At the tick: the create is due at once.
+    due = run(schedule_body(spec, first.status), now=T0 + S)
+    assert [c.name for c in due.creates] == [n(T0)]
+    assert due.due_by == T0 + S
+    # Recording a finished Job whose next tick is already claimed: due at no tick.
+    recorded = run(schedule_body(spec, claimed_ahead_status(spec)), [job(T0, DONE)], now=T0 + H - M)
+    assert recorded.creates == ()
+    assert recorded.due_by is None

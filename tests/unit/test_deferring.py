@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from punctual.core.deciding import Decision, Deferral, JobToDelete
-from punctual.core.deferring import defer
+from punctual.core.deferring import ROUTINE_HORIZON, defer, routine, routine_wake
 from punctual.core.settling import settle_failures
 
 T0 = datetime(2026, 11, 26, 12, 0, tzinfo=UTC)
@@ -82,3 +82,37 @@ def test_settling_a_failed_create_touches_only_its_entries() -> None:
     ]
     assert settled["lastScheduledTime"] == status["lastScheduledTime"]
     assert status["inFlight"] == [{"job": "a-1"}, {"job": "a-2"}]  # the input is not changed
+
+
+@pytest.mark.parametrize(
+    ("due_in", "is_routine"),
+    [(None, True), (timedelta(0), False), (ROUTINE_HORIZON, False), (timedelta(hours=1), True)],
+)
+def test_a_write_is_routine_when_no_tick_needs_it_within_the_horizon(
+    due_in: timedelta | None, is_routine: bool
+) -> None:
+    due_by = None if due_in is None else T0 + due_in
+    assert routine(Decision(status=STATUS, due_by=due_by), now=T0) is is_routine
+
+
+@pytest.mark.parametrize(
+    ("due_in", "next_in", "wake_in"),
+    [
+        # A claim a year ahead, the schedule looked at again at its tick: a horizon before.
+        (timedelta(days=365), timedelta(days=365), timedelta(days=365) - ROUTINE_HORIZON),
+        # A bookkeeping write that wakes in 10 s: that wake comes first.
+        (timedelta(hours=1), timedelta(seconds=10), timedelta(seconds=10)),
+        # Nothing tied to a tick: its own next wake.
+        (None, timedelta(hours=2), timedelta(hours=2)),
+        (None, None, None),
+    ],
+)
+def test_a_postponed_write_is_looked_at_again_a_horizon_before_its_tick_at_the_latest(
+    due_in: timedelta | None, next_in: timedelta | None, wake_in: timedelta | None
+) -> None:
+    postponed = Decision(
+        status=STATUS,
+        due_by=None if due_in is None else T0 + due_in,
+        next_wake=None if next_in is None else T0 + next_in,
+    )
+    assert routine_wake(postponed) == (None if wake_in is None else T0 + wake_in)

@@ -16,6 +16,7 @@ from typing import Any
 
 from punctual.clocks import FixedClock
 from punctual.core.deciding import IN_FLIGHT_RECHECK, Decision
+from punctual.core.deferring import ROUTINE_HORIZON
 from punctual.core.jobs import JobSnapshot
 from punctual.kube.applying import Applied, NotLeader, schedule_path
 from punctual.kube.client import NotFound, Unavailable
@@ -30,6 +31,8 @@ from .test_deciding import (
     T0,
     UID,
     H,
+    M,
+    S,
     claimed_ahead_status,
     job,
     n,
@@ -116,6 +119,22 @@ class Live(Mapping[Any, Any]):
 
 
 @dataclass
+class FakeQueue:
+    """The scheduler loop's routine slots: free or all taken."""
+
+    free: bool
+    asked: list[tuple[str, str]] = field(default_factory=list)
+    postponed: list[tuple[str, str]] = field(default_factory=list)
+
+    def admit(self, key: tuple[str, str]) -> bool:
+        self.asked.append(key)
+        return self.free
+
+    def postpone(self, key: tuple[str, str]) -> None:
+        self.postponed.append(key)
+
+
+@dataclass
 class World:
     body: dict[str, Any]
     jobs: list[JobSnapshot] = field(default_factory=list)
@@ -124,6 +143,7 @@ class World:
     api: FakeApi = field(default_factory=FakeApi)
     clock: FixedClock = field(default_factory=lambda: FixedClock(T0))
     forgotten: list[tuple[str, str]] = field(default_factory=list)
+    queue: FakeQueue | None = None
 
     def reconciler(self) -> tuple[Reconciler, LeaderView]:
         schedules = Live(lambda: {KEY: pack(self.body)} if self.body else {})
@@ -136,6 +156,7 @@ class World:
             clock=self.clock,
             status_delay=DELAY,
             forget=self.forgotten.append,
+            queue=self.queue,
         )
         return reconciler, view
 
@@ -289,3 +310,30 @@ async def test_a_deleted_schedules_held_jobs_are_released_so_they_can_go() -> No
     assert world.applier.released == [(NAMESPACE, n(T0), "job-uid")]
     assert world.applier.decisions == []
     assert view.uids == {}
+
+
+async def test_a_routine_first_claim_waits_for_a_slot_and_returns_before_its_tick() -> None:
+    # Twenty minutes before the first tick: the first status (the claim ahead of T0) is
+    # routine, and every slot is taken.
+    queue = FakeQueue(free=False)
+    world = World(schedule_body(spec_body()), clock=FixedClock(T0 - 20 * M), queue=queue)
+    reconciler, _ = world.reconciler()
+    wake = await reconciler(KEY)
+    assert world.applier.decisions == []  # nothing written
+    assert queue.postponed == [KEY]
+    assert wake == T0 - ROUTINE_HORIZON  # looked at again before the tick, at the latest
+    # With a slot free it is written.
+    queue.free = True
+    await reconciler(KEY)
+    [decision] = world.applier.decisions
+    assert decision.status is not None and decision.due_by == T0
+
+
+async def test_a_due_write_never_asks_for_a_routine_slot() -> None:
+    queue = FakeQueue(free=False)
+    world = World(schedule_body(spec_body()), clock=FixedClock(T0 + S), queue=queue)
+    reconciler, _ = world.reconciler()
+    await reconciler(KEY)
+    [decision] = world.applier.decisions
+    assert [c.name for c in decision.creates] == [n(T0)]
+    assert queue.asked == [] and queue.postponed == []

@@ -369,3 +369,92 @@ async def test_stopping_returns_promptly_even_with_work_in_progress() -> None:
     stop.set()
     await asyncio.wait_for(task, timeout=0.5)
     assert work.cancelled == [KEY]
+
+
+# -- routine writes --------------------------------------------------------------------
+
+
+class RoutineWork:
+    """A fake `process` whose every pass has a routine write: it asks the loop for a
+    slot, and either holds it until released or postpones itself."""
+
+    def __init__(self) -> None:
+        self.loop: SchedulerLoop | None = None
+        self.release = asyncio.Event()
+        self.writing: set[Key] = set()
+        self.most_writing = 0
+        self.written: list[Key] = []
+        self.postponements = 0
+        self.due: set[Key] = set()  # keys whose write is due: they never ask for a slot
+        self.due_written: list[Key] = []
+
+    async def __call__(self, key: Key) -> datetime | None:
+        assert self.loop is not None
+        if key in self.due:
+            self.due_written.append(key)
+            return None
+        if not self.loop.admit(key):
+            self.postponements += 1
+            self.loop.postpone(key)
+            return None
+        self.writing.add(key)
+        self.most_writing = max(self.most_writing, len(self.writing))
+        try:
+            await self.release.wait()
+            self.written.append(key)
+        finally:
+            self.writing.discard(key)
+        return None
+
+
+def routine_loop(*, workers: int, slots: int) -> tuple[RoutineWork, SchedulerLoop]:
+    work = RoutineWork()
+    loop = SchedulerLoop(work, clock=LoopClock(), workers=workers, routine_slots=slots)
+    work.loop = loop
+    return work, loop
+
+
+async def test_routine_writes_take_at_most_their_slots_and_the_rest_wait_in_order() -> None:
+    work, loop = routine_loop(workers=8, slots=2)
+    keys = [("ns", f"s{i}") for i in range(6)]
+    async with running(loop):
+        for key in keys:
+            loop.notify(key)
+        await eventually(lambda: len(work.writing) == 2 and loop.postponed == 4)
+        assert loop.pending == 2  # the postponed ones hold no worker
+        work.release.set()
+        await eventually(lambda: len(work.written) == 6)
+    assert work.most_writing == 2
+    assert work.written[:2] == keys[:2]  # the first two took the slots at once ...
+    assert work.written[2:] == keys[2:]  # ... and the postponed ones followed, oldest first
+    assert loop.postponed == 0
+
+
+async def test_a_due_write_never_waits_behind_routine_ones() -> None:
+    work, loop = routine_loop(workers=4, slots=1)
+    due: Key = ("other", "every-second")
+    work.due.add(due)
+    async with running(loop):
+        for i in range(100):
+            loop.notify(("bulk", f"first-claim-{i}"))
+        await eventually(lambda: loop.postponed == 99)
+        loop.notify(due)
+        await eventually(lambda: work.due_written == [due])
+        assert work.written == []  # the routine write still holds its slot
+        work.release.set()
+        await eventually(lambda: len(work.written) == 100)
+    assert work.most_writing == 1
+
+
+async def test_a_forgotten_schedule_leaves_the_routine_lane() -> None:
+    work, loop = routine_loop(workers=4, slots=1)
+    async with running(loop):
+        loop.notify(KEY)
+        loop.notify(OTHER)
+        await eventually(lambda: loop.postponed == 1)
+        loop.forget(OTHER)
+        assert loop.postponed == 0
+        work.release.set()
+        await eventually(lambda: work.written == [KEY])
+        await asyncio.sleep(0.02)
+    assert work.written == [KEY]

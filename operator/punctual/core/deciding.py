@@ -145,6 +145,10 @@ class Decision:
     # Set by `deferring` when the status is left for a later write: what that write will
     # say. A create that fails for good is recorded on top of it, at once.
     deferred_status: dict[str, Any] | None = None
+    # When its writes are needed: now for a create or a Replace, a new claim's tick for
+    # a claim made ahead; None when nothing in it waits on a tick (a first status far
+    # from its first tick, conditions, history). The shell lets due writes go first.
+    due_by: datetime | None = None
     # For metrics, counted once the status that records them is written.
     missed: int = 0
     skipped: tuple[tuple[str, int], ...] = ()  # (reason, count)
@@ -330,6 +334,7 @@ def _decide_firings(
         missed=sum(f.count for f in plan.missed),
         skipped=_skip_counts(plan, draft),
         newly_failed=_newly_failed(old.recent_firings, history),
+        due_by=_due_by(schedule, creates, replace, in_flight, now),
         next_wake=_next_wake(
             plan,
             in_flight,
@@ -339,6 +344,23 @@ def _decide_firings(
             backfill_wake,
         ),
     )
+
+
+def _due_by(
+    schedule: Schedule,
+    creates: Sequence[Candidate],
+    replace: Sequence[JobToDelete],
+    in_flight: Sequence[InFlightClaim],
+    now: datetime,
+) -> datetime | None:
+    """When this decision's writes are needed by: at once for a create or a Replace; by
+    its tick for a claim not yet written (the claim made ahead of the next tick); never
+    for the rest, which only records."""
+    if creates or replace:
+        return now
+    written = {c.job for c in schedule.old.in_flight}
+    ticks = [c.tick for c in in_flight if c.job not in written]
+    return min(ticks, default=None)
 
 
 def _release(schedule: Schedule) -> tuple[list[JobToRelease], bool]:

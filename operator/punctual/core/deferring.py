@@ -7,9 +7,15 @@ its own. `deciding` says which kind of change a Decision makes (`Deferral`); thi
 module decides, from when the schedule's status was first left unwritten, whether
 to write now, and returns the Decision the shell applies.
 
+It also says which writes are routine (`routine`): those whose Decision waits on no
+tick within `ROUTINE_HORIZON` (`Decision.due_by`), such as a first claim for a tick a
+year away. The shell lets routine writes queue behind due ones when the write path is
+busy, and looks at a postponed claim again a horizon before its tick at the latest
+(`routine_wake`), when it is due and goes first.
+
 What it must never do: defer a write that `deciding` marked `NEVER` (a new claim, a
 Replace, a prune the written status still protects, anything reported), or defer a
-bookkeeping write for longer than the delay.
+bookkeeping write for longer than the delay, except behind due writes.
 """
 
 from __future__ import annotations
@@ -19,6 +25,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from punctual.core.deciding import Decision, Deferral
+
+# A write needed no sooner than this is routine: it may queue behind due ones.
+ROUTINE_HORIZON = timedelta(seconds=10)
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,3 +62,17 @@ def defer(
         decision, status=None, deferred_status=decision.status, next_wake=wake
     )
     return Deferred(left, since)
+
+
+def routine(decision: Decision, *, now: datetime) -> bool:
+    """Whether nothing in `decision` is needed within ROUTINE_HORIZON of `now`."""
+    return decision.due_by is None or decision.due_by > now + ROUTINE_HORIZON
+
+
+def routine_wake(decision: Decision) -> datetime | None:
+    """When to look again, at the latest, at a schedule whose routine write was
+    postponed: its next wake, or a horizon before the tick its new claim is for."""
+    if decision.due_by is None:
+        return decision.next_wake
+    due = decision.due_by - ROUTINE_HORIZON
+    return due if decision.next_wake is None else min(decision.next_wake, due)

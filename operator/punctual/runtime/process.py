@@ -78,7 +78,12 @@ class Operator:
         self.schedules = ScheduleIndex(api, options.namespaces, self._on_schedule)
         self.jobs = JobIndex(api, options.namespaces, self._on_job)
         self.view = LeaderView(self.schedules, self.jobs.index)
-        self.loop = SchedulerLoop(self._reconcile, clock=clock, workers=options.workers)
+        self.loop = SchedulerLoop(
+            self._reconcile,
+            clock=clock,
+            workers=options.workers,
+            routine_slots=max(1, options.workers // 8),
+        )
         limiter = RateLimiter(options.qps, options.burst)  # one for all shards
         # One role per shard: its elector, and an applier that writes only while it leads.
         self.roles = [
@@ -113,6 +118,7 @@ class Operator:
             others=Installations(api, clock=clock),
             events=self.events,
             freezes=lambda namespace: self.freezes.freezes_of(namespace),
+            queue=self.loop,
         )
         self.freezes = FreezeWindows(
             api,
@@ -183,6 +189,7 @@ class Operator:
         self.metrics.epoch.set(first.epoch if single and first.epoch is not None else -1)
         self.metrics.shards_led.set(len(self.election.led()))
         self.metrics.schedules.set(len(self.view.schedule_keys()))
+        self.metrics.postponed.set(self.loop.postponed)
         self.metrics.conflicts.set(len(self.reconciler.conflicts) if leading else 0)
         self.metrics.clock_offset.set(self.clock.offset.total_seconds())
         self.metrics.clock_uncertainty.set(self.clock.uncertainty.total_seconds())

@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 from punctual.clocks import Clock
 from punctual.core.deciding import Decision, EventNote, Leadership, decide
-from punctual.core.deferring import defer
+from punctual.core.deferring import defer, routine, routine_wake
 from punctual.core.freezing import Freeze
 from punctual.core.ownership import Ownership, owner_of, ownership
 from punctual.kube.applying import Applied, NotLeader, schedule_path
@@ -72,6 +72,14 @@ class Reporting(Protocol):
     def post(self, obj: Mapping[str, Any], note: EventNote) -> None: ...
 
 
+class Queueing(Protocol):
+    """Where routine writes wait their turn (runtime.scheduling.SchedulerLoop)."""
+
+    def admit(self, key: Key) -> bool: ...
+
+    def postpone(self, key: Key) -> None: ...
+
+
 class Applying(Protocol):
     """What a pass needs of the applier (kube.applying.Applier)."""
 
@@ -108,6 +116,7 @@ class Reconciler:
         roles: Callable[[str], Role] | None = None,
         leads_any: Callable[[], bool] | None = None,
         lapsed_any: Callable[[], bool] | None = None,
+        queue: Queueing | None = None,
     ) -> None:
         self.api = api
         self.freezes = freezes  # the FreezeWindows of a namespace, as the leader knows them
@@ -125,6 +134,8 @@ class Reconciler:
         self.installation = installation
         self.others = others
         self.events = events
+        # Routine writes (core.deferring.routine) wait behind due ones here (None: never).
+        self.queue = queue
         self.conflicts: dict[Key, str] = {}  # schedules another live installation fires
         # Schedules a pass dropped while leadership had lapsed: no shard is gained when the
         # next renewal restores it, so nothing else would wake them (a schedule firing
@@ -164,6 +175,8 @@ class Reconciler:
             decision = self._decide(key, body, uid, epoch, role)
             if not decision.writes:
                 return decision.next_wake
+            if self._postponed(key, decision):
+                return routine_wake(decision)
             try:
                 applied = await role.applier.apply(body, decision)
             except NotLeader:
@@ -210,6 +223,15 @@ class Reconciler:
         if deferred.unwritten_since is not None:
             self.view.unwritten_since[key] = deferred.unwritten_since
         return deferred.decision
+
+    def _postponed(self, key: Key, decision: Decision) -> bool:
+        """Whether a routine write waits for a free slot (due writes never wait)."""
+        if self.queue is None or not routine(decision, now=self.clock.now()):
+            return False
+        if self.queue.admit(key):
+            return False
+        self.queue.postpone(key)
+        return True
 
     async def _ownership(self, key: Key, body: Mapping[str, Any]) -> Ownership:
         """Whether this installation fires the schedule; a conflict is reported once, when

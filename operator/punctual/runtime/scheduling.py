@@ -12,6 +12,11 @@ to do with a schedule is the `process` callback's business.
   so no change is lost and no schedule is processed concurrently with itself.
 * Ready keys wait in one queue per namespace; workers take from the namespaces in
   turn (round-robin).
+* Routine writes (`admit`, `postpone`: a status that waits on no tick, such as the
+  first claim of a schedule whose first tick is a year away) take at most
+  `routine_slots` workers at a time. One that finds them all taken is postponed to a
+  lane of its own, served oldest first after the ready keys as slots free up, so that
+  100 000 first claims at start-up never keep a due tick waiting for a worker.
 
 What it must never do: call the API server itself, or block on one schedule.
 """
@@ -35,10 +40,15 @@ Process = Callable[[Key], Awaitable[datetime | None]]
 
 
 class SchedulerLoop:
-    def __init__(self, process: Process, *, clock: Clock, workers: int = 128) -> None:
+    def __init__(
+        self, process: Process, *, clock: Clock, workers: int = 128, routine_slots: int = 16
+    ) -> None:
         self._process = process
         self._clock = clock
         self._workers = workers
+        self._routine_slots = max(1, min(routine_slots, workers))
+        self._routine: OrderedDict[Key, None] = OrderedDict()  # postponed, oldest first
+        self._routine_running: set[Key] = set()  # passes that hold a routine slot
         self._heap: list[tuple[datetime, int, Key]] = []
         self._wake: dict[Key, datetime] = {}  # the live heap entry per key
         self._seq = itertools.count()
@@ -72,10 +82,33 @@ class SchedulerLoop:
 
     def forget(self, key: Key) -> None:
         self._wake.pop(key, None)
+        self._routine.pop(key, None)
+
+    def admit(self, key: Key) -> bool:
+        """Whether the pass over `key` (running now) may make its routine write: it was
+        dispatched from the routine lane, or a routine slot is free and nothing was
+        postponed before it. The slot is held until the pass ends."""
+        if key in self._routine_running:
+            return True
+        if self._routine or len(self._routine_running) >= self._routine_slots:
+            return False
+        self._routine_running.add(key)
+        return True
+
+    def postpone(self, key: Key) -> None:
+        """Do `key`'s routine write later, when a routine slot is free and no ready key
+        waits (the pass decides again then)."""
+        self._routine[key] = None
+        self._kick.set()
 
     @property
     def pending(self) -> int:
         return len(self._queued) + len(self._running)
+
+    @property
+    def postponed(self) -> int:
+        """Schedules whose routine write waits for a slot."""
+        return len(self._routine)
 
     # -- the loop ----------------------------------------------------------------------
 
@@ -121,10 +154,23 @@ class SchedulerLoop:
             if queue:
                 self._ready[namespace] = queue
             self._queued.discard(key)
-            self._running.add(key)
-            task = asyncio.create_task(self._work(key), name=f"schedule {key[0]}/{key[1]}")
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            self._start(key)
+        while (
+            len(self._running) < self._workers
+            and len(self._routine_running) < self._routine_slots
+            and self._routine
+        ):
+            key, _ = self._routine.popitem(last=False)
+            if key in self._running:  # being looked at anyway; it postpones again if need be
+                continue
+            self._routine_running.add(key)
+            self._start(key)
+
+    def _start(self, key: Key) -> None:
+        self._running.add(key)
+        task = asyncio.create_task(self._work(key), name=f"schedule {key[0]}/{key[1]}")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def _work(self, key: Key) -> None:
         next_wake: datetime | None = None
@@ -139,6 +185,7 @@ class SchedulerLoop:
             next_wake = self._clock.now() + timedelta(seconds=5)
         finally:
             self._running.discard(key)
+            self._routine_running.discard(key)
         self.wake_at(key, next_wake)
         if key in self._dirty:
             self._dirty.discard(key)
