@@ -18,6 +18,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import targets  # bench/targets.py, beside this file
+
 HERE = Path(__file__).resolve().parent
 
 Result = dict[str, Any]
@@ -620,6 +622,17 @@ def write(results_dir: Path) -> None:
         return
     machine = machine or results[0].get("machine", {})
     out = [*_introduction(results, machine), *_method(results)]
+    scale = targets.load_scale(results_dir.parent / "results-scale")
+    out += [
+        "## Targets of issue 13 (scale-out)",
+        "",
+        "From this run's raw files and, for the sustained and 100 000-schedule rows, "
+        "`bench/results-scale/raw/` (`make bench-scale`). Where a target is not met, the "
+        "last column gives the measured reason.",
+        "",
+        *targets.rows(results, scale),
+        "",
+    ]
     for n in sorted({r["n"] for r in results}):
         out += _herd_section(results, n)
     out += _spread_section(results)
