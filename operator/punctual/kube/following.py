@@ -6,12 +6,15 @@ task, cause detection and handler invocations, more than deciding the firing its
 (see kube.jobwatching and kube.schedulewatching for the figures). Here a watch event
 is one parsed JSON line handed to the collection that keeps it.
 
-What it does: list (per namespace, or once for all), hand the items to the collection
-(which reports what differs from what it held: a relist after 410 Gone must lose no
-deletion), then watch from the list's resourceVersion; a watch that ends is resumed
-from the last resourceVersion seen (bookmarks keep it fresh), one that is too old
-(410 Gone) is replaced by a new list, and any other error is retried after a second.
-`ready` is set once every namespace's first list is in.
+What it does: list (per namespace, or once for all) in pages of `LIST_PAGE` objects,
+as client-go's reflector does, handing each item to the collection as it comes and,
+once the list is complete, the uids it held (so the collection drops what the list
+lacks and reports exactly the differences: a relist after 410 Gone must lose no
+deletion); then watch from the list's resourceVersion. Paging holds one page in memory
+at a time, not the whole list. A continue token that expires mid-list starts the list
+again. A watch that ends is resumed from the last resourceVersion seen (bookmarks keep
+it fresh), one that is too old (410 Gone) is replaced by a new list, and any other error
+is retried after a second. `ready` is set once every namespace's first list is in.
 
 What it must never do: write, decide, or drop an event it was given.
 """
@@ -29,6 +32,7 @@ logger = logging.getLogger(__name__)
 
 RETRY = 1.0  # seconds before watching again after an error
 WATCH_SECONDS = 300
+LIST_PAGE = 500  # objects per list request (client-go's reflector: 500)
 
 Body = dict[str, Any]
 
@@ -53,9 +57,10 @@ class Lister(Protocol):
 class Collection(Protocol):
     """Where the objects go (kube.jobwatching.JobIndex, kube.schedulewatching.ScheduleIndex)."""
 
-    def listed(self, namespace: str | None, items: list[Body]) -> None:
-        """Everything in `namespace` (None: everywhere) now: keep it, and report the
-        differences from what was held there, deletions included."""
+    def listed(self, namespace: str | None, uids: set[str]) -> None:
+        """A list of `namespace` (None: everywhere) is complete and held exactly the
+        objects with these uids (each already handed over by `changed`): forget the
+        ones held there that it lacked, reporting them deleted."""
 
     def changed(self, obj: Body) -> None:
         """An object was added or modified."""
@@ -128,9 +133,26 @@ class Follower:
                 await asyncio.sleep(RETRY)
 
     async def _list(self, namespace: str | None) -> str:
-        body = await self.api.get(self.path(namespace), **self._params())
-        self.collection.listed(namespace, list(body.get("items") or []))
-        return str((body.get("metadata") or {}).get("resourceVersion") or "")
+        """List page by page; the list's resourceVersion (every page has the same)."""
+        uids: set[str] = set()
+        params = {**self._params(), "limit": str(LIST_PAGE)}
+        while True:
+            try:
+                body = await self.api.get(self.path(namespace), **params)
+            except ApiError as error:
+                if error.status == 410 and "continue" in params:  # the token expired
+                    raise Gone() from error
+                raise
+            for item in body.get("items") or []:
+                uids.add(str((item.get("metadata") or {}).get("uid", "")))
+                self.collection.changed(item)
+            meta = body.get("metadata") or {}
+            token = meta.get("continue")
+            if not token:
+                break
+            params["continue"] = str(token)
+        self.collection.listed(namespace, uids)
+        return str(meta.get("resourceVersion") or "")
 
     async def _watch(self, namespace: str | None, version: str) -> str:
         """Follow the watch from `version`; the last resourceVersion seen when it ends."""

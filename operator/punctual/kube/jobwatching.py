@@ -70,10 +70,9 @@ class JobIndex:
 
     # -- kube.following.Collection ----------------------------------------------------
 
-    def listed(self, namespace: str | None, items: list[dict[str, Any]]) -> None:
-        """Index the listed Jobs; drop the namespace's Jobs the list no longer has."""
-        seen = {self._put(item) for item in items}
-        for uid in [u for u, s in self._where.items() if u not in seen]:
+    def listed(self, namespace: str | None, uids: set[str]) -> None:
+        """Drop the namespace's Jobs the list no longer has."""
+        for uid in [u for u in self._where if u not in uids]:
             job = self._jobs.get(self._where[uid], {}).get(uid)
             if job is not None and (namespace is None or job.namespace == namespace):
                 self._drop(uid)

@@ -71,12 +71,9 @@ class ScheduleIndex(Mapping[Key, str]):
 
     # -- kube.following.Collection ----------------------------------------------------
 
-    def listed(self, namespace: str | None, items: list[dict[str, Any]]) -> None:
-        """Keep the listed schedules; forget the namespace's ones the list lacks."""
-        seen = set()
-        for item in items:
-            seen.add(self._put(item))
-        for key in [k for k in self._packed if k not in seen]:
+    def listed(self, namespace: str | None, uids: set[str]) -> None:
+        """Forget the namespace's schedules the list lacks."""
+        for key in [k for k, uid in self.uids.items() if uid not in uids]:
             if namespace is None or key[0] == namespace:
                 self._drop(key)
 

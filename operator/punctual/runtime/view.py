@@ -112,10 +112,14 @@ class LeaderView:
         let_go = self.released.get(uid, set())
         let_go &= {n for n, j in seen.items() if j.held}
         jobs = {**mine, **seen}
+        if not gone and not let_go:
+            return list(jobs.values())
         return [
             dataclasses.replace(
                 j, deleting=j.deleting or j.name in gone, held=j.held and j.name not in let_go
             )
+            if j.name in gone or j.name in let_go
+            else j
             for j in jobs.values()
         ]
 
