@@ -39,13 +39,13 @@ def _get(results: Iterable[Result], scenario: str, n: int) -> Result | None:
 
 def _cores(r: Result, window: str, name: str) -> float:
     cpu = r.get(window) or r.get("cpu") or {}  # the raw client has one window only
-    wall = cpu.get("wall") or math.nan
+    wall = float(cpu.get("wall") or math.nan)
     return float((cpu.get("seconds") or {}).get(name, math.nan)) / wall
 
 
 def _operator_seconds(r: Result, window: str) -> float:
     seconds = (r.get(window) or {}).get("seconds") or {}
-    return sum(v for k, v in seconds.items() if k.startswith("operator ") and v is not None)
+    return float(sum(v for k, v in seconds.items() if k.startswith("operator ") and v is not None))
 
 
 def _row(target: str, measured: str, met: bool | None, why: str = "") -> str:

@@ -130,3 +130,37 @@ async def test_a_held_schedule_keeps_no_managed_fields() -> None:
     )
     [packed] = index.values()
     assert "managedFields" not in unpack(packed)["metadata"]
+
+
+async def test_a_new_leader_looks_first_at_the_new_schedules_then_the_soonest_due() -> None:
+    def with_next(name: str, upcoming: str | None, rv: str = "5") -> dict[str, Any]:
+        body = schedule(name, rv)
+        if upcoming is not None:
+            body["status"] = {"nextScheduleTime": upcoming}
+        return body
+
+    script = Script(
+        lists=[
+            [
+                with_next("yearly", "2027-01-01T00:00:00Z"),
+                with_next("new", None),
+                with_next("every-second", "2026-11-26T16:30:01Z"),
+                with_next("hourly", "2026-11-26T17:00:00Z"),
+            ]
+        ],
+        streams=[
+            # The every-second one's next write moves it past the new one; the hourly one
+            # is deleted.
+            [
+                {
+                    "type": "MODIFIED",
+                    "object": with_next("every-second", "2027-02-01T00:00:00Z", "11"),
+                },
+                {"type": "DELETED", "object": with_next("hourly", "2026-11-26T17:00:00Z")},
+            ],
+            [],
+        ],
+    )
+    index, _ = await follow(script)
+    names = [name for _, name in index.soonest_first()]
+    assert names == ["new", "yearly", "every-second"]

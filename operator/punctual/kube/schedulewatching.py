@@ -49,6 +49,8 @@ class ScheduleIndex(Mapping[Key, str]):
         self._packed: dict[Key, str] = {}
         self._versions: dict[Key, str] = {}
         self.uids: dict[Key, str] = {}
+        # status.nextScheduleTime as written (RFC 3339 UTC text sorts as time does).
+        self._next: dict[Key, str] = {}
         self.follower = Follower(api, self.path, self, namespaces=namespaces, what="CronSchedules")
         self.ready = self.follower.ready
         self.run = self.follower.run
@@ -68,6 +70,12 @@ class ScheduleIndex(Mapping[Key, str]):
 
     def __len__(self) -> int:
         return len(self._packed)
+
+    def soonest_first(self) -> list[Key]:
+        """Every schedule, those never decided (no nextScheduleTime) first, then by the
+        next tick their status names: the order a new leader looks at them in, so that
+        with 100 000 schedules the ones due now are not decided last."""
+        return sorted(self._packed, key=lambda key: self._next.get(key, ""))
 
     # -- kube.following.Collection ----------------------------------------------------
 
@@ -93,6 +101,11 @@ class ScheduleIndex(Mapping[Key, str]):
         self._packed[key] = pack(body)
         self._versions[key] = version
         self.uids[key] = str(meta.get("uid", ""))
+        upcoming = (body.get("status") or {}).get("nextScheduleTime")
+        if isinstance(upcoming, str):
+            self._next[key] = upcoming
+        else:
+            self._next.pop(key, None)
         self.on_schedule(key, version)
         return key
 
@@ -101,4 +114,5 @@ class ScheduleIndex(Mapping[Key, str]):
             return
         self._versions.pop(key, None)
         self.uids.pop(key, None)
+        self._next.pop(key, None)
         self.on_schedule(key, None)

@@ -150,7 +150,7 @@ class Operator:
 
     def notify_all(self) -> None:
         if self.synced.is_set():
-            for key in self.view.schedule_keys():
+            for key in self.schedules.soonest_first():
                 self.loop.notify(key)
 
     async def _follow_leadership(self, stop: asyncio.Event) -> None:
