@@ -458,3 +458,16 @@ async def test_a_forgotten_schedule_leaves_the_routine_lane() -> None:
         await eventually(lambda: work.written == [KEY])
         await asyncio.sleep(0.02)
     assert work.written == [KEY]
+
+
+async def test_notify_in_order_puts_its_keys_ahead_of_what_waited() -> None:
+    _, work, loop = make(workers=1)
+    waited = [("ns", f"w{i}") for i in range(5)]
+    urgent = [("ns", "due-now"), ("ns", "due-later")]
+    for key in waited:  # queued while the loop was disabled (not leading)
+        loop.notify(key)
+    loop.notify_in_order([*urgent, *waited])
+    async with running(loop):
+        await eventually(lambda: len(work.calls) == 7)
+        await asyncio.sleep(0.02)
+    assert work.keys() == [*urgent, *waited]  # each once, in the given order

@@ -150,8 +150,7 @@ class Operator:
 
     def notify_all(self) -> None:
         if self.synced.is_set():
-            for key in self.schedules.soonest_first():
-                self.loop.notify(key)
+            self.loop.notify_in_order(self.schedules.soonest_first())
 
     async def _follow_leadership(self, stop: asyncio.Event) -> None:
         """Enable the loop while leading; on becoming leader, look at every schedule."""
