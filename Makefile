@@ -112,9 +112,9 @@ bench-scaleout: venv binaries ## Issue 13's rows in one run (about 45 min): herd
 	@$(BIN)/python -c "import matplotlib" 2>/dev/null || $(BIN)/python -m pip install --quiet matplotlib || \
 	  echo "matplotlib unavailable: results without the plot"
 	BENCH_RESULTS=bench/results-scaleout $(BIN)/python bench/run.py --sizes 1000,10000 \
-	  --scenarios punctual-herd-defaults,punctual-herd-same,cronjob-herd-same,raw-same
+	  --scenarios punctual-herd-defaults,cronjob-herd-same,raw-same
 	BENCH_RESULTS=bench/results-scaleout $(BIN)/python bench/run.py --sizes 1000 \
-	  --scenarios punctual-herd-defaults-r1s16,punctual-herd-defaults-r2s16,punctual-herd-defaults-r4s16,punctual-spread-defaults-r2s16-kill,punctual-herd-overload,raw-overload
+	  --scenarios punctual-herd-same,punctual-herd-defaults-r1s16,punctual-herd-defaults-r2s16,punctual-herd-defaults-r4s16,punctual-spread-defaults-r2s16-kill,punctual-herd-overload,raw-overload
 
 .PHONY: bench-scale
 bench-scale: venv binaries ## Issue 13's scale rows: 5 min of sustained load (N = 2000, 10000) and a start on 100 000 schedules; writes bench/results-scale/

@@ -82,7 +82,7 @@ class Operator:
             self._reconcile,
             clock=clock,
             workers=options.workers,
-            routine_slots=max(1, options.workers // 2),
+            routine_slots=max(1, options.workers // 8),
         )
         limiter = RateLimiter(options.qps, options.burst)  # one for all shards
         # One role per shard: its elector, and an applier that writes only while it leads.
