@@ -531,7 +531,8 @@ def _commits(results: list[Result], machine: dict[str, Any]) -> str:
 def _punctual_limits(result: Result) -> tuple[Any, ...]:
     """The client limits and workers Punctual ran with (or would have, in a CronJob run)."""
     values = (result.get("settings") or {}).get("punctual") or {}
-    return tuple(float(values.get(k, "nan")) for k in ("qps", "burst", "workers"))
+    # None: no client cap (Punctual's default since issue 13), told apart from any number.
+    return tuple(values.get(k) for k in ("qps", "burst", "workers"))
 
 
 def _profile_section(profiled: list[Result]) -> list[str]:

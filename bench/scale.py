@@ -762,7 +762,10 @@ async def _one_start(
     trial.operators.append(operator)
     first = first_tick or t0
     log(f"{identity} started; every-second ticks due from +{first - t0:.1f}s")
-    progress = await _follow_startup(trial, operator, t0, first, total if first_tick else 0, cap)
+    # A restart writes no first statuses (every schedule has one): it is followed until its
+    # index is complete, then for a minute of every-second firings.
+    statuses = total if first_tick else 0
+    progress = await _follow_startup(trial, operator, t0, first, total, statuses, cap)
     after = snapshot(trial.component_pids())
     progress["operator_requests"] = operator.api_requests()
     result = record_startup(trial, operator, t0, first, progress)
@@ -779,7 +782,13 @@ async def _one_start(
 
 
 async def _follow_startup(
-    trial: Trial, operator: OperatorProcess, t0: float, first_tick: float, total: int, cap: float
+    trial: Trial,
+    operator: OperatorProcess,
+    t0: float,
+    first_tick: float,
+    total: int,
+    expected_statuses: int,
+    cap: float,
 ) -> dict[str, Any]:
     """Poll /readyz and the schedule gauge (until each is reached: a scrape of a full
     index reads every schedule), the audit log and /proc until the first statuses are
@@ -832,7 +841,7 @@ async def _follow_startup(
                 statuses[r.name] = r.received
                 if len(statuses) % 10000 == 0:
                     log(f"{len(statuses)} first statuses, +{r.received - t0:.0f}s")
-        done = len(statuses) >= total and index is not None  # total 0: a restart
+        done = len(statuses) >= expected_statuses and index is not None
         if done and on_time_since is None:
             on_time_since = max(wall(), first_tick)
         if on_time_since is not None and wall() > on_time_since + 60:
