@@ -75,13 +75,16 @@ def _herd_rows(results: list[Result]) -> list[str]:
             out.append(_row(target, "not run", None))
             continue
         ratio = r["makespan"] / raw["makespan"]
-        op = _cores(r, "cpu_firing", "operator bench-a")
-        api = _cores(r, "cpu_firing", "kube-apiserver")
-        raw_api = _cores(raw, "cpu_firing", "kube-apiserver")
+        mine, theirs = r.get("cpu_firing") or {}, raw.get("cpu_firing") or raw.get("cpu") or {}
+        busy = float(mine.get("system_busy") or math.nan) / float(mine.get("wall") or math.nan)
+        api = float((mine.get("seconds") or {}).get("kube-apiserver", math.nan))
+        raw_api = float((theirs.get("seconds") or {}).get("kube-apiserver", math.nan))
+        op = _operator_seconds(r, "cpu_firing")
         why = (
-            f"while firing the operator used {op:.2f} cores and the API server {api:.2f} "
-            f"(with the raw client {raw_api:.2f}) of 2: the operator's own CPU per firing "
-            "(below) takes cores the API server would use"
+            f"the operator's one event loop spent {op:.1f} CPU-seconds on the herd (it "
+            f"cannot finish sooner); all processes kept {busy:.2f} of the 2 cores busy, the "
+            f"API server {api:.1f} CPU-seconds (for the raw client's creates {raw_api:.1f}; "
+            "the herd's window also holds its Events and the watches of every Job)"
         )
         out.append(
             _row(
@@ -189,15 +192,29 @@ def _overload_rows(results: list[Result]) -> list[str]:
     created = r["firings"]["created"] or 1
     extra = refusals["creates"] - created  # create requests beyond one per Job
     per_429 = extra / refusals["refused"] if refusals["refused"] else 0.0
-    vs = f"; {r['makespan']:.1f} s vs the raw client's {raw['makespan']:.1f} s" if raw else ""
-    return [
+    during = refusals.get("sent_during_retry_after", 0)
+    rows = [
         _row(
             "an overloaded API server is not made worse: 429s counted, no retry storm",
-            f"{refusals['refused']} 429s, {per_429:.2f} extra create per 429{vs}",
-            per_429 <= 1.0 + 1e-9 and (raw is None or r["makespan"] <= raw["makespan"] * 1.25),
-            "more requests than 429s, or slower than the raw client",
+            f"{refusals['refused']} 429s, {per_429:.2f} extra create per 429, {during} "
+            "creates sent during a Retry-After",
+            per_429 <= 1.0 + 1e-9 and not during,
+            "more requests than 429s, or creates sent while told to wait",
         )
     ]
+    if raw is not None and "refusals" in raw:
+        theirs = raw["refusals"]
+        rows.append(
+            _row(
+                "(for reference) the same overloaded server and herd, the raw client",
+                f"Punctual {r['makespan']:.1f} s with {refusals['refused']} 429s; the raw "
+                f"client {raw['makespan']:.1f} s with {theirs['refused']} 429s and "
+                f"{theirs.get('sent_during_retry_after', 0)} creates sent during a "
+                "Retry-After (it waits only for the refused request, as client-go does)",
+                None,
+            )
+        )
+    return rows
 
 
 def _sustained_rows(scale: dict[str, Result]) -> list[str]:
