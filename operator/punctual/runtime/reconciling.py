@@ -88,6 +88,16 @@ class Applying(Protocol):
     async def release(self, namespace: str, name: str, uid: str, applied: Applied) -> None: ...
 
 
+def postponed(queue: Queueing | None, key: Key, decision: Decision, *, now: datetime) -> bool:
+    """Whether a routine write waits for a free slot in `queue` (due writes never wait)."""
+    if queue is None or not routine(decision, now=now):
+        return False
+    if queue.admit(key):
+        return False
+    queue.postpone(key)
+    return True
+
+
 @dataclass(frozen=True)
 class Role:
     """Who writes for a schedule: the Lease of its shard, an applier that writes only
@@ -175,7 +185,7 @@ class Reconciler:
             decision = self._decide(key, body, uid, epoch, role)
             if not decision.writes:
                 return decision.next_wake
-            if self._postponed(key, decision):
+            if postponed(self.queue, key, decision, now=self.clock.now()):
                 return routine_wake(decision)
             try:
                 applied = await role.applier.apply(body, decision)
@@ -223,15 +233,6 @@ class Reconciler:
         if deferred.unwritten_since is not None:
             self.view.unwritten_since[key] = deferred.unwritten_since
         return deferred.decision
-
-    def _postponed(self, key: Key, decision: Decision) -> bool:
-        """Whether a routine write waits for a free slot (due writes never wait)."""
-        if self.queue is None or not routine(decision, now=self.clock.now()):
-            return False
-        if self.queue.admit(key):
-            return False
-        self.queue.postpone(key)
-        return True
 
     async def _ownership(self, key: Key, body: Mapping[str, Any]) -> Ownership:
         """Whether this installation fires the schedule; a conflict is reported once, when
