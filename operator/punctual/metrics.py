@@ -5,7 +5,8 @@ whether it keeps the promise: how late firings are (tick to Job created, on the 
 server's clock), how many ticks were skipped and why, missed, failed; whether this
 replica leads and with which epoch; how far this node's clock is from the API
 server's. One HTTP port serves /metrics, /healthz (the process serves) and /readyz
-(the watches have listed everything once).
+(the replica could lead at once: every schedule, Job and FreezeWindow listed, the
+Leases read; otherwise 503 saying what it waits for).
 
 Names follow Prometheus conventions: `punctual_` prefix, base units (seconds),
 `_total` for counters.
@@ -91,6 +92,16 @@ class Metrics:
         self.schedules = Gauge(
             "punctual_schedules", "CronSchedules known to this replica's index.", registry=r
         )
+        self.schedules_indexed = Gauge(
+            "punctual_schedules_indexed",
+            "CronSchedules in this replica's index, counted as the first list streams in.",
+            registry=r,
+        )
+        self.synced = Gauge(
+            "punctual_synced",
+            "1 once this replica could lead at once (what /readyz answers 200 for), else 0.",
+            registry=r,
+        )
         self.postponed = Gauge(
             "punctual_writes_postponed",
             "CronSchedules whose routine status write (one that waits on no tick in the "
@@ -143,7 +154,7 @@ async def serve(
     metrics: Metrics,
     *,
     port: int,
-    ready: Callable[[], bool],
+    unready: Callable[[], str | None],
     refresh: Callable[[], None],
     host: str = "0.0.0.0",
 ) -> web.AppRunner:
@@ -159,9 +170,10 @@ async def serve(
         return web.Response(text="ok\n")
 
     async def readyz(_: web.Request) -> web.Response:
-        if ready():
+        reason = unready()
+        if reason is None:
             return web.Response(text="ok\n")
-        return web.Response(status=503, text="watches not synced yet\n")
+        return web.Response(status=503, text=f"not ready: {reason}\n")
 
     app = web.Application()
     app.add_routes(

@@ -316,6 +316,9 @@ def test_lint_and_template_pass_in_every_mode(values: tuple[str, ...]) -> None:
     assert env["PUNCTUAL_LEASE_NAMESPACE"] == "ops"
     assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    # A rollout replaces the leader only once a new pod is Ready (its index complete).
+    rolling = deployment["spec"]["strategy"]["rollingUpdate"]
+    assert (rolling["maxSurge"], rolling["maxUnavailable"]) == (1, 0)
     assert container["resources"]["requests"] and container["resources"]["limits"]
     security = container["securityContext"]
     assert security["readOnlyRootFilesystem"] and security["runAsNonRoot"]

@@ -5,8 +5,9 @@ here, on the local cluster's real node (realnode.py: containerd, runc, kubelet,
 kube-proxy): `helm install` of the unchanged chart (values only) with the image that
 `make image` built; two replicas Ready through their HTTP probes and one leader; a schedule
 whose Jobs run real containers; deleting the leader pod hands over within a second of its
-SIGTERM with no tick lost; `helm upgrade` to a new image tag rolls with no tick fired
-twice; `helm uninstall` leaves what the README says it leaves.
+SIGTERM with no tick lost; `helm upgrade` to a new image tag, with 20 000 schedules
+beside the one that fires, rolls with no tick lost or fired twice and no pod Ready before
+its index holds every schedule; `helm uninstall` leaves what the README says it leaves.
 
 The whole module is one story on one release (installing takes a while), so its tests run
 in order and share the release. Figures (image import, install to Ready, hand-over) are
@@ -18,11 +19,13 @@ external KUBECONFIG) or no image was built (run it through `make e2e`).
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import os
 import shutil
 import subprocess
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -33,7 +36,9 @@ from typing import Any
 import pytest
 
 from punctual.core.jobs import ANNOTATION_TICK, LABEL_SCHEDULE
+from punctual.kube.client import ApiError, KubeClient
 
+from .bulk import create_rare, delete_rare
 from .conftest import REPO, Cluster
 from .operators import job_creates, parse, wait_until
 from .test_chart import helm
@@ -244,9 +249,74 @@ def test_deleting_the_leader_pod_hands_over_within_a_second(release: Release) ->
     no_tick_lost_or_doubled(rel, since, datetime.now(UTC))
 
 
+class ReadinessSampler(threading.Thread):
+    """While a rollout runs: each pod's /readyz, then its `punctual_schedules_indexed`,
+    read through the API server's pod proxy as fast as they answer. Read in that order, a
+    200 followed by a count short of the schedules is a replica that said Ready too soon
+    (the index only grows while the count holds still)."""
+
+    def __init__(self, rel: Release, count: int) -> None:
+        super().__init__(daemon=True)
+        self.rel, self.count = rel, count
+        self.done = threading.Event()
+        self.samples: list[tuple[str, int, float | None]] = []  # (pod, /readyz, indexed)
+
+    def run(self) -> None:
+        asyncio.run(self._sample())
+
+    async def _sample(self) -> None:
+        ns = self.rel.namespace
+        selector = f"app.kubernetes.io/instance={self.rel.name}"
+        async with KubeClient(self.rel.cluster.credentials(), user_agent="e2e-sampler") as api:
+            while not self.done.is_set():
+                pods = await api.get(f"/api/v1/namespaces/{ns}/pods", labelSelector=selector)
+                for pod in pods.get("items") or []:
+                    name = pod["metadata"]["name"]
+                    if not (pod.get("status") or {}).get("podIP"):
+                        continue
+                    proxy = f"/api/v1/namespaces/{ns}/pods/{name}:{METRICS_PORT}/proxy"
+                    code = await _readyz(api, f"{proxy}/readyz")
+                    text = await _text(api, f"{proxy}/metrics")
+                    self.samples.append((name, code, _metric(text, "punctual_schedules_indexed")))
+                await asyncio.sleep(0.1)
+
+    def too_soon(self) -> list[tuple[str, int, float | None]]:
+        return [s for s in self.samples if s[1] == 200 and (s[2] or 0) < self.count]
+
+
+async def _readyz(api: KubeClient, path: str) -> int:
+    """200, 503 for the replica's own "not ready: ..." answer, or -1 when the proxy could
+    not reach it (not serving yet, or gone)."""
+    try:
+        await api.request("GET", path, content_type="text/plain")
+        return 200
+    except ApiError as error:
+        return 503 if error.status == 503 and "not ready:" in error.message else -1
+
+
+async def _text(api: KubeClient, path: str) -> str:
+    try:
+        return str((await api.request("GET", path, content_type="text/plain")).get("message", ""))
+    except ApiError:
+        return ""
+
+
+def _metric(text: str, name: str) -> float | None:
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[-1])
+    return None
+
+
 def test_helm_upgrade_to_a_new_tag_rolls_with_no_tick_fired_twice(release: Release) -> None:
+    """With 20 000 schedules beside the beat: no tick lost or doubled, and neither new
+    pod says Ready before its index holds every schedule."""
     rel = release
     assert rel.cluster.local is not None
+    started = time.monotonic()
+    asyncio.run(_bulk(rel, create=True))
+    rel.figures["20 000 schedules created (s)"] = time.monotonic() - started
+    total = BULK + 1  # and the beat
     tool = "podman" if shutil.which("podman") else "buildah"
     subprocess.run([tool, "tag", f"{rel.repository}:{rel.tag}", f"{rel.repository}:e2e-upgrade"],
                    check=True, capture_output=True)  # fmt: skip
@@ -267,11 +337,38 @@ def test_helm_upgrade_to_a_new_tag_rolls_with_no_tick_fired_twice(release: Relea
             and all(p["spec"]["containers"][0]["image"].endswith(":e2e-upgrade") for p in pods)
         )
 
-    wait_until(rolled, timeout=180, what="the rollout to the new tag")
-    holder = wait_until(lambda: rel.lease().get("holderIdentity"), timeout=30, what="a leader")
-    assert holder in rel.ready_pods()
-    time.sleep(3 * EVERY)
+    sampler = ReadinessSampler(rel, total)
+    sampler.start()
+    try:
+        wait_until(rolled, timeout=300, what="the rollout to the new tag")
+        holder = wait_until(lambda: rel.lease().get("holderIdentity"), timeout=30, what="a leader")
+        assert holder in rel.ready_pods()
+        time.sleep(3 * EVERY)
+    finally:
+        sampler.done.set()
+        sampler.join(timeout=30)
+    rel.figures["rollout (s)"] = time.monotonic() - started
     no_tick_lost_or_doubled(rel, since, datetime.now(UTC))
+    new = {p["metadata"]["name"] for p in rel.pods()}
+    seen = [s for s in sampler.samples if s[0] in new]
+    assert not sampler.too_soon(), sampler.too_soon()[:5]
+    # The sampler saw each new pod unready while it listed, then Ready with all indexed.
+    for pod in new:
+        codes = [s[1] for s in seen if s[0] == pod]
+        assert 503 in codes and codes[-1] == 200, (pod, codes[:5], codes[-5:])
+    asyncio.run(_bulk(rel, create=False))
+
+
+BULK = 20_000
+METRICS_PORT = 8080  # the chart's metrics.port
+
+
+async def _bulk(rel: Release, *, create: bool) -> None:
+    async with KubeClient(rel.cluster.credentials(), user_agent="e2e-bulk") as api:
+        if create:
+            await create_rare(api, rel.namespace, BULK)
+        else:
+            await delete_rare(api, rel.namespace)
 
 
 def test_helm_uninstall_leaves_what_the_readme_says(release: Release) -> None:

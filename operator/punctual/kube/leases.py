@@ -222,6 +222,9 @@ class LeaderElector:
         self.holding = False
         self._others = Installations(api, clock=clock, monotonic=monotonic)
         self.changed = asyncio.Event()  # set whenever leadership starts or stops
+        # The Lease has been read (or found absent) at least once: this replica knows
+        # whether it may take it, so it could lead at once (readiness, runtime.process).
+        self.observed = asyncio.Event()
 
     @property
     def identity(self) -> str:
@@ -260,6 +263,7 @@ class LeaderElector:
         try:
             lease = await self.api.get(self.path)
         except NotFound:
+            self.observed.set()
             if not may_take:
                 return await self._settle(None, was_leader)
             return await self._settle(await self._create(started), was_leader)
@@ -267,6 +271,7 @@ class LeaderElector:
             logger.warning("reading Lease %s failed: %s", self.config.name, error)
             return await self._settle(None, was_leader)
 
+        self.observed.set()
         record = LeaseRecord.from_body(lease, self.config.lease_duration)
         self._observation = observation = observe(self._observation, record, started)
         server_now = self._server_now()
@@ -458,8 +463,8 @@ class LeaderElector:
             logger.warning("releasing Lease %s failed: %s", self.config.name, error)
 
 
-async def first_of(*events: asyncio.Event, timeout: float) -> None:
-    """Return when any of `events` is set, or after `timeout` seconds."""
+async def first_of(*events: asyncio.Event, timeout: float | None) -> None:
+    """Return when any of `events` is set, or after `timeout` seconds (None: no limit)."""
     waiters = [asyncio.ensure_future(e.wait()) for e in events]
     try:
         await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)

@@ -294,6 +294,10 @@ class ShardedElection:
         """Whether it leads any shard."""
         return any(elector.is_leader() for elector in self.electors)
 
+    def observed(self) -> bool:
+        """Whether every shard's Lease has been read once: the replica knows what it may take."""
+        return all(elector.observed.is_set() for elector in self.electors)
+
     async def run(self, stop: asyncio.Event) -> None:
         """Every retry period (or at once when a shard's Lease is released), renew the
         membership and every shard held, release the excess, take free shards up to the

@@ -1,5 +1,5 @@
-"""The FreezeWindows as the operator follows them: kopf's events, a list every few seconds
-while leading, and their status.
+"""The FreezeWindows as the operator follows them: kopf's events, a first list at start
+(readiness waits for it), a list every few seconds while leading, and their status.
 
 Why it exists: a decision needs the usable FreezeWindows of its schedule's namespace
 (`freezes_of`). kopf tells of each change; the leader also lists them every
@@ -53,6 +53,7 @@ class FreezeWindows:
         self.clock = clock
         self.notify = notify
         self.known: Bodies = {}
+        self.listed = asyncio.Event()  # listed once, or found not served (readiness)
 
     def changed(self, namespace: str, name: str, body: dict[str, Any] | None) -> None:
         """kopf's event: a FreezeWindow changed (None: deleted)."""
@@ -69,13 +70,17 @@ class FreezeWindows:
         return [freeze for freeze in read if isinstance(freeze, Freeze)]
 
     async def follow(self, stop: asyncio.Event) -> None:
-        """While leading: list the FreezeWindows and write their status."""
+        """List the FreezeWindows once (readiness waits for it), then while leading list
+        them and write their status."""
         missing_said = False
         while not stop.is_set():
-            if self.election.is_leader():  # any shard: its decisions need the freezes
+            # Any shard's leader lists: its decisions need the freezes.
+            if self.election.is_leader() or not self.listed.is_set():
                 try:
                     await self.refresh()
+                    self.listed.set()
                 except NotFound:
+                    self.listed.set()  # not served: nothing to wait for
                     if not missing_said:
                         logger.info("no FreezeWindow CRD installed: freeze windows are off")
                         missing_said = True

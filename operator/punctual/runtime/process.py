@@ -26,7 +26,7 @@ from punctual.kube.applying import Applier
 from punctual.kube.client import ApiError, KubeClient, load_credentials
 from punctual.kube.events import EventRecorder
 from punctual.kube.jobwatching import JobIndex
-from punctual.kube.leases import Installations
+from punctual.kube.leases import Installations, first_of
 from punctual.kube.ratelimiting import RateLimiter
 from punctual.kube.schedulewatching import ScheduleIndex
 from punctual.kube.sharding import ShardedElection, shard_key, shard_of
@@ -128,9 +128,10 @@ class Operator:
             clock=clock,
             notify=self.loop.notify,
         )
-        # The schedules and the Jobs listed: nothing is decided before.
+        # The schedules and the Jobs listed: nothing is decided, and no Lease is sought, before.
         self.synced = asyncio.Event()
         self.watching = asyncio.Event()  # kopf has started its watches (readiness)
+        self.stopping = asyncio.Event()  # set with the stop: a stopping replica is not ready
         self.registry = make_registry(credentials=api.credentials, on_freeze=self.freezes.changed)
 
     async def _reconcile(self, key: Key) -> datetime | None:
@@ -179,15 +180,36 @@ class Operator:
             changed.cancel()
             stopper.cancel()
 
+    def unready(self) -> str | None:
+        """Why this replica could not lead at once, or None when it could: /readyz is 200
+        only then. A Deployment's rollout moves on when a new pod is Ready and the old
+        leader hands its Lease over on SIGTERM, so Ready must mean every schedule and Job
+        is in the index and the Leases have been read."""
+        if self.stopping.is_set():
+            return "stopping"
+        if not self.schedules.ready.is_set():
+            return f"listing CronSchedules ({len(self.schedules)} indexed so far)"
+        if not self.jobs.ready.is_set():
+            return "listing Jobs"
+        if not self.freezes.listed.is_set():
+            return "listing FreezeWindows"
+        if not self.watching.is_set():
+            return "kopf's FreezeWindow watch has not started"
+        if not self.synced.is_set() or not self.election.observed():
+            return "reading the Leases"
+        return None
+
     def refresh_gauges(self) -> None:
         """Gauges read at scrape time from the live state."""
+        self.metrics.schedules_indexed.set(len(self.schedules))
+        self.metrics.synced.set(1 if self.unready() is None else 0)
         leading = self.election.is_leader()
         self.metrics.leader.set(1 if leading else 0)
         first = self.election.electors[0]
         single = self.election.count == 1 and leading and first.epoch is not None
         self.metrics.epoch.set(first.epoch if single and first.epoch is not None else -1)
         self.metrics.shards_led.set(len(self.election.led()))
-        self.metrics.schedules.set(len(self.view.schedule_keys()))
+        self.metrics.schedules.set(len(self.schedules))
         self.metrics.postponed.set(self.loop.postponed)
         self.metrics.conflicts.set(len(self.reconciler.conflicts) if leading else 0)
         self.metrics.clock_offset.set(self.clock.offset.total_seconds())
@@ -227,7 +249,14 @@ class Operator:
         await self.schedules.ready.wait()
         await self.jobs.ready.wait()
         self.synced.set()
-        self.election.changed.set()  # a leader that began before the indices sweeps now
+        logger.info("listed %d CronSchedules and their Jobs", len(self.schedules))
+
+    async def _elect(self, stop: asyncio.Event) -> None:
+        """Seek the Leases once both indices are complete, until `stop`: a replica that
+        could not decide yet must not take a shard that a synced standby could lead."""
+        await first_of(stop, self.synced, timeout=None)
+        if not stop.is_set():
+            await self.election.run(stop)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Run until `stop` is set; raise `Fatal` if any part stopped on its own first."""
@@ -236,7 +265,7 @@ class Operator:
         watching = asyncio.create_task(self._watch(stop, kopf_stop), name="watching")
         # The parts run until the stop; one that ends before it is fatal.
         parts = [
-            asyncio.create_task(self.election.run(stop), name="leader election"),
+            asyncio.create_task(self._elect(stop), name="leader election"),
             asyncio.create_task(self.loop.run(stop), name="scheduler"),
             asyncio.create_task(self.events.run(stop), name="events"),
             asyncio.create_task(self._follow_leadership(stop), name="leadership"),
@@ -260,6 +289,7 @@ class Operator:
             f", {self.election.count} shards" if self.election.count > 1 else "",
         )
         failure = await first_failure(stop, [watching, *parts])
+        self.stopping.set()
         # Shutdown, in order: the Lease is released first (the standby takes over at
         # once), then the rest stops, and kopf's watches last.
         stop.set()
@@ -284,7 +314,7 @@ class Operator:
             return None
         try:
             return await serve(
-                self.metrics, port=port, ready=self.watching.is_set, refresh=self.refresh_gauges
+                self.metrics, port=port, unready=self.unready, refresh=self.refresh_gauges
             )
         except OSError as error:
             raise Fatal(f"cannot serve metrics on port {port}: {error.strerror}") from None

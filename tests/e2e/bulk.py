@@ -1,0 +1,72 @@
+"""Many CronSchedules at once, for the tests that need an index too large to list in a blink.
+
+Why it exists: readiness is only worth testing when listing takes long enough to watch
+(20 000 schedules take seconds, not milliseconds). Creating them one `kubectl apply` at a
+time would take minutes; here they go through the async client, many at a time, and are
+removed with one deletecollection so the namespace controller is not left a backlog that
+slows the tests after.
+
+What it must never do: create anything that fires: the bulk schedules name a tick a
+year away, so the audit log of a test holds only the Jobs it checks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from punctual.kube.client import AlreadyExists, KubeClient, Unavailable
+
+YEARLY = "0 0 1 1 *"  # never due while a test runs (a test on New Year's Eve still passes)
+
+
+def rare(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "punctual.dev/v1",
+        "kind": "CronSchedule",
+        "metadata": {"name": name, "labels": {"punctual.dev/bulk": "true"}},
+        "spec": {
+            "schedule": YEARLY,
+            "jobTemplate": {
+                "spec": {
+                    "template": {
+                        "spec": {
+                            "restartPolicy": "Never",
+                            "containers": [{"name": "c", "image": "busybox"}],
+                        }
+                    }
+                }
+            },
+        },
+    }
+
+
+def path(namespace: str) -> str:
+    return f"/apis/punctual.dev/v1/namespaces/{namespace}/cronschedules"
+
+
+async def create_rare(api: KubeClient, namespace: str, count: int, *, at_once: int = 32) -> None:
+    """Create `count` yearly schedules named bulk-0 ... (retrying 429 and 5xx answers)."""
+    names: asyncio.Queue[str | None] = asyncio.Queue()
+    for i in range(count):
+        names.put_nowait(f"bulk-{i}")
+    for _ in range(at_once):
+        names.put_nowait(None)
+
+    async def worker() -> None:
+        while (name := await names.get()) is not None:
+            for attempt in range(20):
+                try:
+                    await api.create(path(namespace), rare(name))
+                    break
+                except AlreadyExists:
+                    break
+                except Unavailable:
+                    await asyncio.sleep(min(2.0, 0.2 * (attempt + 1)))
+
+    await asyncio.gather(*(worker() for _ in range(at_once)))
+
+
+async def delete_rare(api: KubeClient, namespace: str) -> None:
+    """Remove them in one request (a deletecollection by their label)."""
+    await api.request("DELETE", path(namespace), params={"labelSelector": "punctual.dev/bulk=true"})
