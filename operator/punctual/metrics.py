@@ -14,7 +14,10 @@ Names follow Prometheus conventions: `punctual_` prefix, base units (seconds),
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -145,9 +148,72 @@ class Metrics:
             registry=r,
         )
         self.epoch.set(-1)
+        self.per_schedule = ScheduleGauges(self)
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
+
+
+@dataclass(frozen=True, slots=True)
+class _Asked:
+    """What one schedule's per-schedule gauges read, as its status last said."""
+
+    uid: str
+    paused: bool | None  # None: no pauseOnFailure, no gauge
+    stale: bool | None  # None: no successDeadlineSeconds, no gauge
+    last_success: float | None
+
+
+class ScheduleGauges:
+    """The per-schedule gauges (paused, stale, last success), kept for the schedules whose
+    spec asks for them (pauseOnFailure, successDeadlineSeconds) as the index tells of each
+    change, and exported at scrape time for the schedules whose shard this replica leads.
+
+    Why here: a scrape must cost nothing per schedule that asks for none (at 100 000
+    schedules, reading every one at each scrape took seconds of CPU)."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self._metrics = metrics
+        self._asked: dict[tuple[str, str], _Asked] = {}
+
+    def observe(self, key: tuple[str, str], body: Mapping[str, Any] | None) -> None:
+        """A schedule as listed or watched (None: deleted)."""
+        spec = (body or {}).get("spec") or {}
+        if body is None or ("pauseOnFailure" not in spec and "successDeadlineSeconds" not in spec):
+            self._asked.pop(key, None)
+            return
+        status = body.get("status") or {}
+        true = {c.get("type") for c in status.get("conditions") or [] if c.get("status") == "True"}
+        success = status.get("lastSuccessfulTime")
+        self._asked[key] = _Asked(
+            uid=str((body.get("metadata") or {}).get("uid", "")),
+            paused=("Paused" in true) if "pauseOnFailure" in spec else None,
+            stale=("Stale" in true) if "successDeadlineSeconds" in spec else None,
+            last_success=_instant(success) if "successDeadlineSeconds" in spec else None,
+        )
+
+    def export(self, leads: Callable[[str], bool]) -> None:
+        """Set the gauges of the schedules whose uid `leads` says this replica leads."""
+        m = self._metrics
+        for gauge in (m.schedule_paused, m.schedule_stale, m.last_success):
+            gauge.clear()
+        for (namespace, name), asked in self._asked.items():
+            if not leads(asked.uid):
+                continue  # another replica leads its shard and exports it
+            if asked.paused is not None:
+                m.schedule_paused.labels(namespace, name).set(1 if asked.paused else 0)
+            if asked.stale is not None:
+                m.schedule_stale.labels(namespace, name).set(1 if asked.stale else 0)
+            if asked.last_success is not None:
+                m.last_success.labels(namespace, name).set(asked.last_success)
+
+
+def _instant(text: object) -> float | None:
+    """An RFC 3339 time as written in status, as a Unix timestamp (None: absent or bad)."""
+    try:
+        return datetime.fromisoformat(text).timestamp() if isinstance(text, str) else None
+    except ValueError:
+        return None
 
 
 async def serve(

@@ -21,7 +21,8 @@ from punctual.core.jobs import JobSnapshot
 from punctual.kube.applying import Applied, NotLeader, schedule_path
 from punctual.kube.client import NotFound, Unavailable
 from punctual.kube.schedulewatching import pack
-from punctual.runtime.reconciling import UNAVAILABLE_RETRY, Reconciler
+from punctual.kube.sharding import shard_of
+from punctual.runtime.reconciling import UNAVAILABLE_RETRY, Reconciler, Role, Roles
 from punctual.runtime.view import LeaderView
 
 from .test_deciding import (
@@ -151,8 +152,7 @@ class World:
         reconciler = Reconciler(
             api=self.api,
             view=view,
-            elector=self.lease,
-            applier=self.applier,
+            roles=Roles([Role(self.lease, self.applier)]),
             clock=self.clock,
             status_delay=DELAY,
             forget=self.forgotten.append,
@@ -337,3 +337,24 @@ async def test_a_due_write_never_asks_for_a_routine_slot() -> None:
     [decision] = world.applier.decisions
     assert [c.name for c in decision.creates] == [n(T0)]
     assert queue.asked == [] and queue.postponed == []
+
+
+async def test_with_two_shards_a_pass_writes_through_its_own_shard_only() -> None:
+    world = due_now()
+    mine = shard_of(UID, 2)
+    other = FakeApplier()
+    leases = [FakeLease(), FakeLease()]
+    appliers = [world.applier, other] if mine == 0 else [other, world.applier]
+    world_roles = Roles(
+        [Role(lease, applier) for lease, applier in zip(leases, appliers, strict=True)]
+    )
+    reconciler, _ = world.reconciler()
+    reconciler.roles = world_roles
+    # Its shard not led here (the other one is): nothing is decided or written.
+    leases[mine].leading, leases[mine].epoch = False, None
+    assert await reconciler(KEY) is None
+    assert world.applier.decisions == [] and other.decisions == []
+    # Its shard led: the pass writes through that shard's applier, never the other's.
+    leases[mine].leading, leases[mine].epoch = True, 7
+    await reconciler(KEY)
+    assert len(world.applier.decisions) == 1 and other.decisions == []

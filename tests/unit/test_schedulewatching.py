@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 from punctual.kube.schedulewatching import Key, ScheduleIndex, pack, unpack
@@ -79,7 +80,11 @@ def schedule(name: str, rv: str, *, ns: str = NS) -> dict[str, Any]:
 
 async def follow(script: Script) -> tuple[ScheduleIndex, list[tuple[Key, str | None]]]:
     told: list[tuple[Key, str | None]] = []
-    index = ScheduleIndex(script, [NS], lambda key, version: told.append((key, version)))
+
+    def tell(key: Key, body: Mapping[str, Any] | None) -> None:
+        told.append((key, None if body is None else body["metadata"]["resourceVersion"]))
+
+    index = ScheduleIndex(script, [NS], tell)
     stop = asyncio.Event()
     task = asyncio.create_task(index.run(stop))
     await asyncio.wait_for(index.ready.wait(), 1)

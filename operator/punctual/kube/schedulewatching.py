@@ -11,8 +11,9 @@ event is one parsed JSON line, one compact copy and one dict update.
 What it keeps: `{(namespace, name): packed body}` (compact JSON without managedFields:
 a schedule as Python dicts takes about 9 KB, 19 KB with managedFields, as JSON about
 1.5 KB), with each schedule's uid and resourceVersion beside it. It tells
-`on_schedule(key, resourceVersion)` of every change it sees, deletions included
-(resourceVersion None), and after a relist exactly of what differs.
+`on_schedule(key, body)` of every change it sees (the body as listed or watched, for
+the caller to read, never to keep or change), deletions included (body None), and after
+a relist exactly of what differs.
 
 What it must never do: write, decide, or tell of a change it has not seen.
 """
@@ -26,7 +27,7 @@ from typing import Any
 from punctual.kube.following import Follower, Lister, without_managed_fields
 
 Key = tuple[str, str]  # (namespace, name)
-OnSchedule = Callable[[Key, str | None], None]
+OnSchedule = Callable[[Key, Mapping[str, Any] | None], None]
 
 
 def pack(body: Mapping[str, Any]) -> str:
@@ -106,7 +107,7 @@ class ScheduleIndex(Mapping[Key, str]):
             self._next[key] = upcoming
         else:
             self._next.pop(key, None)
-        self.on_schedule(key, version)
+        self.on_schedule(key, body)
         return key
 
     def _drop(self, key: Key) -> None:

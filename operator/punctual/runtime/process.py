@@ -15,13 +15,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+from collections.abc import Mapping
 from datetime import datetime, timedelta
+from typing import Any
 
 from aiohttp import web
 
 from punctual.clocks import ServerClock
 from punctual.core.jobs import JobSnapshot
-from punctual.core.times import maybe_time
 from punctual.kube.applying import Applier
 from punctual.kube.client import ApiError, KubeClient, load_credentials
 from punctual.kube.events import EventRecorder
@@ -29,14 +30,14 @@ from punctual.kube.jobwatching import JobIndex
 from punctual.kube.leases import Installations, first_of
 from punctual.kube.ratelimiting import RateLimiter
 from punctual.kube.schedulewatching import ScheduleIndex
-from punctual.kube.sharding import ShardedElection, shard_key, shard_of
+from punctual.kube.sharding import ShardedElection, shard_key
 from punctual.kube.watching import make_registry, new_indexers, quiet_kopf, watch
 from punctual.metrics import Metrics, serve
 from punctual.runtime.calibrating import calibrate
 from punctual.runtime.freezewindows import FreezeWindows
 from punctual.runtime.logs import configure_logging
 from punctual.runtime.options import Options, default_identity
-from punctual.runtime.reconciling import Installation, Reconciler, Role
+from punctual.runtime.reconciling import Installation, Reconciler, Role, Roles
 from punctual.runtime.scheduling import Key, SchedulerLoop
 from punctual.runtime.supervision import Fatal, first_failure, install_stop_signals
 from punctual.runtime.view import LeaderView
@@ -86,7 +87,7 @@ class Operator:
         )
         limiter = RateLimiter(options.qps, options.burst)  # one for all shards
         # One role per shard: its elector, and an applier that writes only while it leads.
-        self.roles = [
+        roles = [
             Role(
                 elector,
                 Applier(
@@ -104,11 +105,7 @@ class Operator:
         self.reconciler = Reconciler(
             api=api,
             view=self.view,
-            elector=self.roles[0].elector,
-            applier=self.roles[0].applier,
-            roles=lambda uid: self.roles[shard_of(uid, options.shards)],
-            leads_any=self.election.is_leader,
-            lapsed_any=lambda: any(e.epoch is not None for e in self.election.electors),
+            roles=Roles(roles),
             clock=clock,
             status_delay=timedelta(seconds=options.status_delay),
             forget=self.loop.forget,
@@ -139,8 +136,10 @@ class Operator:
 
     # -- what the watches tell us -----------------------------------------------------
 
-    def _on_schedule(self, key: Key, resource_version: str | None = None) -> None:
-        if not self.view.is_echo(key, resource_version):  # our own write: nothing new
+    def _on_schedule(self, key: Key, body: Mapping[str, Any] | None) -> None:
+        self.metrics.per_schedule.observe(key, body)
+        version = None if body is None else (body.get("metadata") or {}).get("resourceVersion")
+        if not self.view.is_echo(key, version):  # our own write: nothing new
             self.loop.notify(key)
 
     def _on_job(self, key: Key, uid: str, job: JobSnapshot | None) -> None:
@@ -214,36 +213,8 @@ class Operator:
         self.metrics.conflicts.set(len(self.reconciler.conflicts) if leading else 0)
         self.metrics.clock_offset.set(self.clock.offset.total_seconds())
         self.metrics.clock_uncertainty.set(self.clock.uncertainty.total_seconds())
-        self._refresh_schedule_gauges(leading)
-
-    def _refresh_schedule_gauges(self, leading: bool) -> None:
-        """Paused, stale and last success per schedule that asks for them, on the leader."""
-        gauges = (self.metrics.schedule_paused, self.metrics.schedule_stale)
-        for gauge in (*gauges, self.metrics.last_success):
-            gauge.clear()
-        if not leading:
-            return
-        for key, packed in self.schedules.items():
-            # Read only the schedules that ask for these gauges: unpacking all of them at
-            # every scrape took seconds of CPU at 100 000 schedules.
-            if '"pauseOnFailure"' not in packed and '"successDeadlineSeconds"' not in packed:
-                continue
-            body = self.view.schedule(key) or {}
-            uid = (body.get("metadata") or {}).get("uid")
-            if uid is None or not self.election.elector_for(uid).is_leader():
-                continue  # another replica leads its shard and exports it
-            spec, status = body.get("spec") or {}, body.get("status") or {}
-            true = {
-                c.get("type") for c in status.get("conditions") or [] if c.get("status") == "True"
-            }
-            labels = (key[0], key[1])
-            if "pauseOnFailure" in spec:
-                self.metrics.schedule_paused.labels(*labels).set(1 if "Paused" in true else 0)
-            if "successDeadlineSeconds" in spec:
-                self.metrics.schedule_stale.labels(*labels).set(1 if "Stale" in true else 0)
-                success = maybe_time(status.get("lastSuccessfulTime"))
-                if success is not None:
-                    self.metrics.last_success.labels(*labels).set(success.timestamp())
+        # Per schedule, only on the replica that leads its shard (the others export none).
+        self.metrics.per_schedule.export(lambda uid: self.election.elector_for(uid).is_leader())
 
     async def _notify_when_synced(self) -> None:
         await self.schedules.ready.wait()
@@ -263,21 +234,24 @@ class Operator:
         probes = await self._serve()
         kopf_stop: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         watching = asyncio.create_task(self._watch(stop, kopf_stop), name="watching")
-        # The parts run until the stop; one that ends before it is fatal.
-        parts = [
-            asyncio.create_task(self._elect(stop), name="leader election"),
-            asyncio.create_task(self.loop.run(stop), name="scheduler"),
-            asyncio.create_task(self.events.run(stop), name="events"),
-            asyncio.create_task(self._follow_leadership(stop), name="leadership"),
-            asyncio.create_task(calibrate(self.clock, self.api, stop), name="clock"),
-            asyncio.create_task(self.schedules.run(stop), name="schedules"),
-            asyncio.create_task(self.jobs.run(stop), name="jobs"),
-            asyncio.create_task(self.freezes.follow(stop), name="freeze windows"),
-        ]
-        helpers = [
-            asyncio.create_task(self._notify_when_synced(), name="synced"),
-            asyncio.create_task(self._take_back_signals(stop), name="signals"),
-        ]
+        # The parts run until the stop; one that ends before it is fatal. The first three
+        # stop on their own at the stop, the Lease released first; the rest are cancelled.
+        releasing = {
+            "leader election": self._elect(stop),
+            "scheduler": self.loop.run(stop),
+            "events": self.events.run(stop),
+        }
+        cancelled = {
+            "leadership": self._follow_leadership(stop),
+            "clock": calibrate(self.clock, self.api, stop),
+            "schedules": self.schedules.run(stop),
+            "jobs": self.jobs.run(stop),
+            "freeze windows": self.freezes.follow(stop),
+        }
+        helpers = {"synced": self._notify_when_synced(), "signals": self._take_back_signals(stop)}
+        stopping = {name: asyncio.create_task(c, name=name) for name, c in releasing.items()}
+        parts = {name: asyncio.create_task(c, name=name) for name, c in cancelled.items()}
+        aids = [asyncio.create_task(c, name=name) for name, c in helpers.items()]
         config = self.election.config
         namespaces = ", ".join(self.options.namespaces) or "all namespaces"
         logger.info(
@@ -288,16 +262,16 @@ class Operator:
             config.name,
             f", {self.election.count} shards" if self.election.count > 1 else "",
         )
-        failure = await first_failure(stop, [watching, *parts])
+        failure = await first_failure(stop, [watching, *stopping.values(), *parts.values()])
         self.stopping.set()
         # Shutdown, in order: the Lease is released first (the standby takes over at
         # once), then the rest stops, and kopf's watches last.
         stop.set()
         self.loop.enabled = False
-        await asyncio.gather(*parts[:3], return_exceptions=True)  # the elector releases the Lease
-        for task in [*parts[3:], *helpers]:
+        await asyncio.gather(*stopping.values(), return_exceptions=True)
+        for task in [*parts.values(), *aids]:
             task.cancel()
-        await asyncio.gather(*parts[3:], *helpers, return_exceptions=True)
+        await asyncio.gather(*parts.values(), *aids, return_exceptions=True)
         if probes is not None:
             await probes.cleanup()
         if not kopf_stop.done():

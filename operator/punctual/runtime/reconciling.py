@@ -5,10 +5,10 @@ claim protocol's "a 409 means re-read and decide again, never retry blindly" liv
 a pass whose claim lost re-reads the schedule and decides afresh, at most three
 times, then tries again a little later.
 
-With shards (kube.sharding) each schedule is written for by the Lease of its shard:
-a pass finds the schedule's `Role` (that shard's elector, an applier guarded by it,
-and the shard's name for its Jobs) from its uid, and does nothing unless that shard is
-led here.
+Each schedule is written for by the Lease of its shard (kube.sharding; one shard is
+the case N = 1 of the same path): a pass finds the schedule's `Role` (that shard's
+elector, an applier guarded by it, and the shard's name for its Jobs) among the
+`Roles` by its uid, and does nothing unless that shard is led here.
 
 What it must never do: decide (that is `core`), write other than through the
 applier, or act for a schedule whose shard this replica does not lead.
@@ -29,6 +29,7 @@ from punctual.core.freezing import Freeze
 from punctual.core.ownership import Ownership, owner_of, ownership
 from punctual.kube.applying import Applied, NotLeader, schedule_path
 from punctual.kube.client import Api, ApiError, NotFound, Unavailable
+from punctual.kube.sharding import shard_of
 from punctual.runtime.scheduling import Key
 from punctual.runtime.view import LeaderView
 
@@ -108,14 +109,31 @@ class Role:
     shard: str | None = None
 
 
+@dataclass(frozen=True)
+class Roles:
+    """One Role per shard, in shard order: a schedule's is chosen by its uid's hash."""
+
+    by_shard: Sequence[Role]
+
+    def of(self, uid: str) -> Role:
+        return self.by_shard[shard_of(uid, len(self.by_shard))]
+
+    def leads_any(self) -> bool:
+        return any(role.elector.is_leader() for role in self.by_shard)
+
+    def lapsed_any(self) -> bool:
+        """Whether some shard's leadership has only lapsed (its renew deadline passed
+        between two renewals, its epoch kept): the next renewal restores it."""
+        return any(role.elector.epoch is not None for role in self.by_shard)
+
+
 class Reconciler:
     def __init__(
         self,
         *,
         api: Api,
         view: LeaderView,
-        elector: Leading,
-        applier: Applying,
+        roles: Roles,
         clock: Clock,
         status_delay: timedelta,
         forget: Callable[[Key], None],
@@ -123,21 +141,12 @@ class Reconciler:
         others: Judging | None = None,
         events: Reporting | None = None,
         freezes: Callable[[str], Sequence[Freeze]] = lambda namespace: (),
-        roles: Callable[[str], Role] | None = None,
-        leads_any: Callable[[], bool] | None = None,
-        lapsed_any: Callable[[], bool] | None = None,
         queue: Queueing | None = None,
     ) -> None:
         self.api = api
         self.freezes = freezes  # the FreezeWindows of a namespace, as the leader knows them
         self.view = view
-        single = Role(elector, applier)
-        # The role of a schedule by its uid (one shard: always the one elector's).
-        self.role: Callable[[str], Role] = roles or (lambda uid: single)
-        self.leads_any = leads_any or elector.is_leader
-        # Whether some shard's leadership has only lapsed (its renew deadline passed
-        # between two renewals, its epoch kept): the next renewal restores it.
-        self.lapsed_any = lapsed_any or (lambda: elector.epoch is not None)
+        self.roles = roles
         self.clock = clock
         self.status_delay = status_delay
         self.forget = forget  # the scheduler loop drops a deleted schedule
@@ -158,8 +167,8 @@ class Reconciler:
 
     async def __call__(self, key: Key) -> datetime | None:
         """One pass; returns when to look at the schedule again (None: when notified)."""
-        if not self.leads_any():
-            if self.lapsed_any():
+        if not self.roles.leads_any():
+            if self.roles.lapsed_any():
                 self.dropped.add(key)
             return None
         for _ in range(ATTEMPTS):
@@ -170,7 +179,7 @@ class Reconciler:
                 if uid is not None:
                     await self._release_all(uid)
                 return None
-            role = self.role(body["metadata"]["uid"])
+            role = self.roles.of(body["metadata"]["uid"])
             epoch = role.elector.epoch
             if epoch is None or not role.elector.is_leader():
                 if epoch is not None:  # lapsed, not lost
@@ -267,7 +276,7 @@ class Reconciler:
         """A deleted schedule's Jobs: no claim of it is left to protect, so none is held
         (garbage collection can then delete them)."""
         applied = Applied()
-        role = self.role(uid)
+        role = self.roles.of(uid)
         if not role.elector.is_leader():
             return
         try:
