@@ -1,8 +1,16 @@
 """The process: wiring and lifecycle only.
 
-`process` composes watching, the Lease loop, the scheduler loop and the applier
-into `punctual run`, and owns signals, supervision and shutdown; `scheduling` is the
-scheduler loop (a heap of next-fire times, round-robin across namespaces).
+- `process`: `punctual run`, composing the indices, the Lease loop, the scheduler loop
+  and the applier; owns readiness, signals and shutdown.
+- `scheduling`: the scheduler loop (a heap of next-wake times, round-robin across
+  namespaces, routine writes in a lane of their own).
+- `reconciling`: one pass over one schedule (decide, let the status wait, apply).
+- `view`: the leader's view of schedules and Jobs, fresher than the watch.
+- `freezewindows`: the FreezeWindows as followed, and their status.
+- `supervision`: a part that ends early is fatal; the stop signals.
+- `calibrating`: keeps the estimate of the API server's clock sharp.
+- `options`: the settings of `punctual run`.
+- `logs`: the log format.
 
 What it must never do: decide (that is `punctual.core`) or write to the API server
 other than through `punctual.kube`.
