@@ -174,7 +174,7 @@ def run_row(args: argparse.Namespace, n: int, settings: Settings, port_base: int
 
 def scale_trial(scenario: Scenario, n: int, settings: Settings, port_base: int) -> Trial:
     """trial.Trial on the bench's cluster at `port_base`, with the pods' stages audited."""
-    from cluster import BENCH_AUDIT_POLICY, BenchCluster
+    from cluster import BenchCluster, bench_audit_policy
     from trial import Trial
 
     # The Job controller's workers (kube-controller-manager's default is 5), to show
@@ -184,7 +184,7 @@ def scale_trial(scenario: Scenario, n: int, settings: Settings, port_base: int) 
     class ScaleCluster(BenchCluster):
         def _write_configs(self) -> None:
             super()._write_configs()
-            policy = BENCH_AUDIT_POLICY.replace("  - level: None", PODS_RULE + "  - level: None")
+            policy = bench_audit_policy().replace("  - level: None", PODS_RULE + "  - level: None")
             assert PODS_RULE in policy, "bench/cluster.py's audit policy changed"
             (self.state_dir / "audit-policy.yaml").write_text(policy)
 
