@@ -108,7 +108,7 @@ bench: venv binaries ## Punctual vs the CronJob controller on a local control pl
 	$(BIN)/python bench/run.py
 
 .PHONY: bench-scaleout
-bench-scaleout: venv binaries ## Issue 13's rows in one run (about 45 min): herds of 1000 and 10000 vs raw and CronJob, 1/2/4 replicas on 16 shards, a kill, an overloaded API server; writes bench/results-scaleout/ with the targets table
+bench-scaleout: venv binaries ## The scale-out rows in one run (about 45 min): herds of 1000 and 10000 vs raw and CronJob, 1/2/4 replicas on 16 shards, a kill, an overloaded API server; writes bench/results-scaleout/ with the targets table
 	@$(BIN)/python -c "import matplotlib" 2>/dev/null || $(BIN)/python -m pip install --quiet matplotlib || \
 	  echo "matplotlib unavailable: results without the plot"
 	BENCH_RESULTS=bench/results-scaleout $(BIN)/python bench/run.py --sizes 1000,10000 \
@@ -117,9 +117,13 @@ bench-scaleout: venv binaries ## Issue 13's rows in one run (about 45 min): herd
 	  --scenarios punctual-herd-same,punctual-herd-defaults-r1s16,punctual-herd-defaults-r2s16,punctual-herd-defaults-r4s16,punctual-spread-defaults-r2s16-kill,punctual-herd-overload,raw-overload
 
 .PHONY: bench-scale
-bench-scale: venv binaries ## Issue 13's scale rows: 5 min of sustained load (N = 2000, 10000) and a start on 100 000 schedules; writes bench/results-scale/
+bench-scale: venv binaries ## The scale rows: 5 min of sustained load (N = 2000, 10000) and a start on 100 000 schedules; writes bench/results-scale/
 	$(BIN)/python bench/scale.py sustained --n $${SCALE_SUSTAINED:-2000,10000}
 	$(BIN)/python bench/scale.py startup --n $${SCALE_STARTUP:-100000}
+
+.PHONY: bench-render
+bench-render: venv ## Rebuild a results folder's results.md (and skew.png, shards.md) from its raw JSON alone (RESULTS=bench/results)
+	$(BIN)/python bench/render.py $${RESULTS:-bench/results}
 
 .PHONY: bench-planning
 bench-planning: venv ## Print the planner's cost per schedule (µs)

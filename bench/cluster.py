@@ -18,19 +18,29 @@ import subprocess
 import time
 from pathlib import Path
 
-from localcluster import AUDIT_POLICY, LocalCluster
+from localcluster import LocalCluster, audit_policy
 from settings import BIN_DIR, NAMESPACE, PORT_BASE, PROFILES, STATE_DIR, SUBJECT_USER, Profile
 
-# localcluster's audit policy logs writes to cronschedules/status but not to
-# cronjobs/status: without it the CronJob controller's status writes would go uncounted.
-# The Fence each new leader raises is added too, to see a takeover's writes.
-BENCH_AUDIT_POLICY = AUDIT_POLICY.replace(
-    "resources: [jobs, cronjobs]", "resources: [jobs, cronjobs, cronjobs/status]"
-).replace(
-    "resources: [cronschedules, cronschedules/status]",
-    "resources: [cronschedules, cronschedules/status, fences]",
-)
-assert "cronjobs/status" in BENCH_AUDIT_POLICY, "e2e/localcluster.py's audit policy changed"
+
+def bench_audit_policy() -> str:
+    """e2e/manifests/audit-policy.yaml, widened for the bench.
+
+    localcluster's audit policy logs writes to cronschedules/status but not to
+    cronjobs/status: without it the CronJob controller's status writes would go
+    uncounted. The Fence each new leader raises is added too, to see a takeover's writes.
+    """
+    policy = audit_policy()
+    widened = policy.replace(
+        "resources: [jobs, cronjobs]", "resources: [jobs, cronjobs, cronjobs/status]"
+    ).replace(
+        "resources: [cronschedules, cronschedules/status]",
+        "resources: [cronschedules, cronschedules/status, fences]",
+    )
+    if "cronjobs/status" not in widened or "fences" not in widened:
+        raise RuntimeError(
+            "e2e/manifests/audit-policy.yaml changed: bench/cluster.py cannot widen it"
+        )
+    return widened
 
 
 CRONJOB_KCM = "cronjob-controller"  # the controller-manager that runs only the CronJob controller
@@ -125,7 +135,7 @@ class BenchCluster(LocalCluster):
 
     def _write_configs(self) -> None:
         super()._write_configs()
-        (self.state_dir / "audit-policy.yaml").write_text(BENCH_AUDIT_POLICY)
+        (self.state_dir / "audit-policy.yaml").write_text(bench_audit_policy())
         if self.overloaded:
             config = json.loads(self.kubeconfig.read_text())
             token = (self.state_dir / "pki" / "subject.token").read_text().strip()

@@ -3,9 +3,10 @@
 Why it exists: "how late was each Job" and "how many writes did a firing cost" must
 not be taken from the word of the process under test. The API server's audit log has
 the microsecond instant it received every create of a Job and every write to a
-CronSchedule, a CronJob or a Lease (the audit policy in e2e/localcluster.py logs only
-those), with the user agent that sent it. The Job name carries the tick it fires for:
-`<schedule>-<unix seconds>` for Punctual, `<cronjob>-<unix minutes>` for CronJob.
+CronSchedule, a CronJob or a Lease (the audit policy, e2e/manifests/audit-policy.yaml
+widened by bench/cluster.py, logs only those), with the user agent that sent it. The
+Job name carries the tick it fires for: `<schedule>-<unix seconds>` for Punctual,
+`<cronjob>-<unix minutes>` for CronJob.
 
 Nothing here talks to the API server; `run.py` feeds it audit lines and Job lists.
 """

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import measure
-import report
+import stacks
 from clock import hms, log, sleep_until, wall
 from kubeapi import is_complete, list_all, summarize_events
 from operatorprocess import OperatorProcess
@@ -130,7 +130,7 @@ def _record_py_spy(trial: Trial, spy: PySpy) -> None:
     spied = spy.stop()
     trial.result["py_spy"] = {"file": rel(spy.out), "seconds": round(spied, 1), "rate": 100}
     if spy.out.exists():
-        trial.result["py_spy"]["summary"] = report.summarize_collapsed(
+        trial.result["py_spy"]["summary"] = stacks.summarize_collapsed(
             spy.out.read_text(), seconds=spied, rate=100
         )
 

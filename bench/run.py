@@ -3,7 +3,7 @@
     python bench/run.py                      # sizes from BENCH_SIZES (default 100,1000)
     BENCH_SIZES=100,1000,10000 python bench/run.py
     python bench/run.py --sizes 100 --scenarios punctual-herd-defaults,raw-same
-    python bench/run.py --report-only        # rebuild results.md and skew.png from raw/
+    python bench/render.py [folder]          # rebuild results.md and skew.png from raw/
 
 Every scenario runs on a fresh local control plane (e2e/localcluster.py) under
 .cluster-bench/ on ports 18443..18448, so it never touches the dev (16443) or test
@@ -23,7 +23,7 @@ Scenarios, for each N:
   creating N Jobs at high concurrency, as fast as the API server takes them.
 * failover-defaults: two Punctual replicas; the leader is killed with SIGKILL one
   second before T; the standby takes the Lease when it expires and fires.
-* punctual-herd-overload, raw-overload (optional, issue 13): the herd and the raw
+* punctual-herd-overload, raw-overload (optional, scale-out): the herd and the raw
   client on an API server whose API Priority and Fairness refuses (429) part of it,
   both as a user it may refuse (cluster.OVERLOAD): 429s, retries, rate while refused.
 
@@ -38,7 +38,8 @@ Everything measured comes from the API server: the audit log's
 requestReceivedTimestamp of every Job create (and Job creationTimestamp as a
 cross-check), its record of every write, and Job status. Process CPU and peak RSS come
 from /proc. Results go to bench/results/raw/<scenario>-<n>.json, then results.md and
-skew.png are rebuilt from all raw files (report.py).
+skew.png are rebuilt from all raw files by the renderer (rendering/, the same that
+`python bench/render.py` runs): this entry point measures, it does not format.
 
 Environment: BENCH_SIZES, BENCH_SCENARIOS, BENCH_PROFILE (py-spy | cprofile: profile
 every Punctual leader; its figures are then kept apart from the main table),
@@ -58,7 +59,8 @@ and only then the modules that import `punctual`. What runs where: settings.py
 trial.py (one scenario on one fresh cluster), scenarios.py (what each scenario does),
 observing.py (measuring a tick), cluster.py (the control plane), replicas.py (the
 operator processes, via e2e/operatorprocess.py), kubeapi.py, procfs.py, clock.py,
-machine.py; measure.py and report.py turn the audit log into figures and the report.
+machine.py; measure.py turns the audit log into the raw figures, stacks.py py-spy's
+stacks into shares; rendering/ turns the raw files into the report.
 """
 
 from __future__ import annotations
@@ -69,7 +71,7 @@ import signal
 import sys
 from pathlib import Path
 
-import report
+import rendering
 import source
 from clock import log
 from settings import VENV, Settings, rel, select
@@ -89,7 +91,6 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="Punctual vs CronJob benchmark")
     parser.add_argument("--sizes", default=os.environ.get("BENCH_SIZES") or "100,1000")
     parser.add_argument("--scenarios", default=os.environ.get("BENCH_SCENARIOS"))
-    parser.add_argument("--report-only", action="store_true")
     return parser.parse_args(argv)
 
 
@@ -107,16 +108,15 @@ def main(argv: list[str] | None = None) -> int:
     if settings.profiler not in ("", "py-spy", "cprofile"):
         raise SystemExit("BENCH_PROFILE must be py-spy or cprofile")
     (settings.results / "raw").mkdir(parents=True, exist_ok=True)
-    if not args.report_only:
-        # Imported only now: it imports `punctual`, which must come from `tree`, and
-        # e2e/'s modules, which put_on_path made importable.
-        import campaign
+    # Imported only now: it imports `punctual`, which must come from `tree`, and e2e/'s
+    # modules, which put_on_path made importable.
+    import campaign
 
-        sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
-        if not campaign.run_all(sizes, select(args.scenarios), settings):
-            return 130
-    report.write(settings.results)
-    log(f"report: {rel(settings.results / 'results.md')}")
+    sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+    if not campaign.run_all(sizes, select(args.scenarios), settings):
+        return 130
+    for path in rendering.render(settings.results):
+        log(f"report: {rel(path)}")
     return 0
 
 

@@ -1,14 +1,15 @@
-"""Issue 13's scale rows: a sustained load, and one replica starting on 100 000 schedules.
+"""The scale rows: a sustained load, and one replica starting on 100 000 schedules.
 
     python bench/scale.py sustained --n 2000,10000 [--minutes 5] [--pod-run-ms 200]
     python bench/scale.py startup --n 100000 [--every-second 20] [--cap-minutes 15]
-    python bench/scale.py report             # rebuild results.md from raw/*.json
+    python bench/render.py bench/results-scale   # rebuild results.md from raw/*.json
 
-Why it exists: bench/run.py measures one tick (a herd, or one minute spread); issue 13
-also asks what one `punctual run` (defaults, no --qps) does under a load that lasts,
-and how it starts when 100 000 schedules exist. Each row runs on a fresh control plane
-(bench/trial.py's frame, bench/cluster.py's cluster) and takes every figure from the
-API server's audit log and from /proc, as the rest of the bench does.
+Why it exists: bench/run.py measures one tick (a herd, or one minute spread); the
+scale-out targets also ask what one `punctual run` (defaults, no --qps) does under a
+load that lasts, and how it starts when 100 000 schedules exist. Each row runs on a
+fresh control plane (bench/trial.py's frame, bench/cluster.py's cluster) and takes
+every figure from the API server's audit log and from /proc, as the rest of the bench
+does.
 
 * sustained: N CronSchedules `H * * * * *` (the second hashed from the uid) between a
   startTime and an endTime five minutes apart, so each fires once a minute for five
@@ -34,7 +35,9 @@ API server's audit log and from /proc, as the rest of the bench does.
 Cluster: `.cluster-bench/` of this work tree on ports from BENCH_PORT_BASE (default
 settings.PORT_BASE), pods of kwok that run BENCH_POD_RUN_MS (here 200 ms by default),
 torn down after each row, also on errors, SIGINT and SIGTERM. Results:
-BENCH_RESULTS (default bench/results-scale): raw/<row>-<n>.json and results.md.
+BENCH_RESULTS (default bench/results-scale): raw/<row>-<n>.json, then results.md from
+them by the renderer (rendering/, as `python bench/render.py` does): this module
+measures, it does not format.
 
 What it must never do: act at import time (main() sets sys.path up first, as run.py
 does, and the modules that import `punctual` or e2e/ are imported inside functions),
@@ -60,6 +63,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import rendering
 import source
 from clock import hms, log, sleep_until, wall
 from measure import Request, percentile, split_job_name, summary
@@ -68,10 +72,12 @@ from settings import (
     BIN_DIR,
     HERE,
     NAMESPACE,
+    ON_TIME,
     PORT_BASE,
-    PROFILES,
     RAW_AGENT,
+    STARTUP,
     STATE_DIR,
+    SUSTAINED,
     VENV,
     Scenario,
     Settings,
@@ -82,10 +88,7 @@ if TYPE_CHECKING:
     from operatorprocess import OperatorProcess
     from trial import Trial
 
-SUSTAINED = Scenario("punctual", "sustained", PROFILES["defaults"])
-STARTUP = Scenario("punctual", "startup", PROFILES["defaults"])
 RAW_MAX = 5000  # raw creates measured before the sustained window
-ON_TIME = 1.0  # seconds: a firing this close to its tick is on time
 BUCKET = 30.0  # seconds per row of the start-up timeline
 
 # The control plane's downstream stages, audited here beside the bench's policy: the
@@ -110,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _interrupt)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else "")
-    parser.add_argument("row", choices=("sustained", "startup", "report"))
+    parser.add_argument("row", choices=("sustained", "startup"))
     parser.add_argument("--n", default="", help="comma-separated sizes")
     parser.add_argument("--minutes", type=int, default=5, help="sustained: minutes of firing")
     parser.add_argument("--every-second", type=int, default=20, help="startup: such schedules")
@@ -128,15 +131,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.pod_run_ms:
         settings = replace(settings, pod_run_ms=args.pod_run_ms)
     (settings.results / "raw").mkdir(parents=True, exist_ok=True)
-    if args.row != "report":
-        default = "2000,10000" if args.row == "sustained" else "100000"
-        sizes = [int(s) for s in (args.n or default).split(",") if s.strip()]
-        port_base = int(os.environ.get("BENCH_PORT_BASE") or PORT_BASE)
-        for n in sizes:
-            if not run_row(args, n, settings, port_base):
-                return 130
-    write_report(settings.results)
-    log(f"report: {rel(settings.results / 'results.md')}")
+    default = "2000,10000" if args.row == "sustained" else "100000"
+    sizes = [int(s) for s in (args.n or default).split(",") if s.strip()]
+    port_base = int(os.environ.get("BENCH_PORT_BASE") or PORT_BASE)
+    for n in sizes:
+        if not run_row(args, n, settings, port_base):
+            return 130
+    for path in rendering.render(settings.results):
+        log(f"report: {rel(path)}")
     return 0
 
 
@@ -174,7 +176,7 @@ def run_row(args: argparse.Namespace, n: int, settings: Settings, port_base: int
 
 def scale_trial(scenario: Scenario, n: int, settings: Settings, port_base: int) -> Trial:
     """trial.Trial on the bench's cluster at `port_base`, with the pods' stages audited."""
-    from cluster import BENCH_AUDIT_POLICY, BenchCluster
+    from cluster import BenchCluster, bench_audit_policy
     from trial import Trial
 
     # The Job controller's workers (kube-controller-manager's default is 5), to show
@@ -184,7 +186,7 @@ def scale_trial(scenario: Scenario, n: int, settings: Settings, port_base: int) 
     class ScaleCluster(BenchCluster):
         def _write_configs(self) -> None:
             super()._write_configs()
-            policy = BENCH_AUDIT_POLICY.replace("  - level: None", PODS_RULE + "  - level: None")
+            policy = bench_audit_policy().replace("  - level: None", PODS_RULE + "  - level: None")
             assert PODS_RULE in policy, "bench/cluster.py's audit policy changed"
             (self.state_dir / "audit-policy.yaml").write_text(policy)
 
@@ -960,224 +962,6 @@ def record_startup(
         "timeline": timeline,
         "operator_requests": p["operator_requests"],
     }
-
-
-# -- the report --------------------------------------------------------------------------
-
-
-def _f(value: Any, digits: int = 2, unit: str = "") -> str:
-    if value is None or (isinstance(value, float) and not math.isfinite(value)):
-        return "n/a"
-    if isinstance(value, float):
-        return f"{value:.{digits}f}{unit}"
-    return f"{value}{unit}"
-
-
-def write_report(results: Path) -> None:
-    """results.md: a table per row, from raw/*.json."""
-    raws = {p.stem: json.loads(p.read_text()) for p in sorted((results / "raw").glob("*.json"))}
-    lines = [
-        "# Scale rows of issue 13: sustained load, and 100 000 schedules at start-up",
-        "",
-        "Generated by `python bench/scale.py report` from `raw/*.json` (see bench/README.md,",
-        '"Sustained load and 100 000 schedules"). Every figure is from the API server\'s',
-        "audit log or /proc; one `punctual run` replica at its defaults (no --qps).",
-        "",
-    ]
-    sustained_rows = sorted(
-        (r for k, r in raws.items() if k.startswith(SUSTAINED.id)), key=lambda r: r["n"]
-    )
-    for r in sustained_rows:
-        lines += _sustained_table(r)
-    for r in sorted((r for k, r in raws.items() if k.startswith(STARTUP.id)), key=lambda r: r["n"]):
-        lines += _startup_table(r, "startup")
-        if "restart" in r:
-            lines += _startup_table(r, "restart")
-    (results / "results.md").write_text("\n".join(lines) + "\n")
-
-
-def _when(result: dict[str, Any]) -> str:
-    m = result.get("machine") or {}
-    started = datetime.fromtimestamp(result.get("started", 0), UTC).strftime("%Y-%m-%d %H:%M")
-    commit = m.get("commit") or m.get("git") or "?"
-    dirty = " (with uncommitted changes)" if m.get("dirty") else ""
-    return f"{started} UTC, commit {commit}{dirty}, pods of {result.get('pod_run_ms')} ms"
-
-
-def _sustained_table(r: dict[str, Any]) -> list[str]:
-    s = r["sustained"]
-    raw = r["raw"]
-    n = r["n"]
-    rss = r.get("peak_rss_mb") or {}
-    cpu = (r.get("cpu_window") or {}).get("seconds") or {}
-    wall_s = (r.get("cpu_window") or {}).get("wall") or math.nan
-    p = s["pipeline"]
-    setup = r.get("setup") or {}
-    out = [
-        f"## Sustained: {n} schedules, each once a minute for {s['minutes']} minutes"
-        + (
-            f", {r['concurrent_job_syncs']} Job syncs"
-            if isinstance(r.get("concurrent_job_syncs"), int)
-            else ""
-        ),
-        "",
-        f"Run {_when(r)}. `{s['expression']}` between startTime and endTime, "
-        f"successfulJobsHistoryLimit 1; the Job controller's workers "
-        f"(--concurrent-job-syncs): {r.get('concurrent_job_syncs', '5 (default)')}.",
-        "",
-        "| figure | value |",
-        "|---|---|",
-        f"| Jobs expected / created | {s['expected']} / {s['firings']} |",
-        f"| missing / duplicates / for unexpected ticks | {s['missing']} / {s['duplicates']}"
-        f" / {s['unexpected']} |",
-        f"| create responses | {s['attempts']} |",
-        f"| skew p50 / p99 / max | {_f(s['skew']['p50'], 3, ' s')} / "
-        f"{_f(s['skew']['p99'], 3, ' s')} / {_f(s['skew']['max'], 3, ' s')} |",
-        f"| worst p99 of one tick | {_f(s['worst_second_p99'], 3, ' s')} |",
-        f"| raw client, same cluster ({raw['created']} suspended Jobs, "
-        f"{raw['concurrency']} in flight) | {_f(raw['rate'], 0, ' creates/s')} |",
-        f"| operator CPU, first tick to last create | {_f(s['operator_cpu_s'], 1, ' s')} = "
-        f"{_f(s['operator_cpu_ms_per_firing'], 2, ' ms')} per firing "
-        f"({_f(s['operator_cpu_s'] / max(1e-9, wall_s), 2)} cores) |",
-        f"| operator peak RSS (VmHWM) | {_f(rss.get('operator bench-a'), 0, ' MB')} |",
-        f"| API server / etcd peak RSS | {_f(rss.get('kube-apiserver'), 0, ' MB')} / "
-        f"{_f(rss.get('etcd'), 0, ' MB')} |",
-        f"| writes per firing (window, Lease excluded) | {s['writes_per_firing']} "
-        f"{s['writes_in_window']} |",
-        f"| first statuses before the first tick | {setup.get('first_statuses')}/{n}, "
-        f"margin {_f(setup.get('margin_s'), 1, ' s')} |",
-        "",
-        "| minute | expected/s | created/s | peak in 1 s | skew p50 | skew p99 | skew max "
-        "| operator cores | API server cores | cores used outside the benchmark |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    per_minute_cpu = r.get("cpu_per_minute") or []
-    for i, m in enumerate(s["per_minute"]):
-        c = per_minute_cpu[i] if i < len(per_minute_cpu) else {}
-        w = c.get("wall") or math.nan
-        sec = c.get("seconds") or {}
-        out.append(
-            f"| {m['minute']} | {m['expected_per_s']} | {m['achieved_per_s']} | {m['peak_1s']} | "
-            f"{_f(m['skew_p50'], 3, ' s')} | {_f(m['skew_p99'], 3, ' s')} | "
-            f"{_f(m['skew_max'], 3, ' s')} | {_f(sec.get('operator bench-a', math.nan) / w)} | "
-            f"{_f(sec.get('kube-apiserver', math.nan) / w)} | {_f(c.get('other_cores'))} |"
-        )
-    busy = ", ".join(
-        f"{k} {v / max(1e-9, wall_s):.2f}"
-        for k, v in sorted(cpu.items(), key=lambda kv: -kv[1])
-        if v / max(1e-9, wall_s) >= 0.02
-    )
-    other = (r.get("cpu_window") or {}).get("other_cores")
-    out += [
-        "",
-        "The control plane behind the creates, by the end of the run (a minute after the "
-        f"last create): {p['pods_created']} pods created by the Job "
-        f"controller, {p['pods_bound']} bound by the scheduler (Job create to binding p50 "
-        f"{_f(p['bind_lag']['p50'], 1, ' s')}, max {_f(p['bind_lag']['max'], 1, ' s')}), "
-        f"{p['pods_finished']} finished by kwok (p50 {_f(p['finish_lag']['p50'], 1, ' s')}, "
-        f"max {_f(p['finish_lag']['max'], 1, ' s')}), {p['jobs_deleted_by_punctual']} Jobs "
-        "deleted by Punctual (history limit).",
-        "",
-        f"Cores busy in the window: {busy}; processes outside the benchmark {other}.",
-        "",
-        _foreign_line(r.get("foreign_runs"), "the first tick"),
-        "",
-    ]
-    return out
-
-
-def _foreign_line(foreign: list[Any] | None, origin: str) -> str:
-    if foreign is None:
-        return "Other runs on the machine were not recorded."
-    if not foreign:
-        return "No other benchmark, e2e run or API server ran on the machine meanwhile."
-    first, last = foreign[0][0], foreign[-1][0]
-    names = sorted({name.split()[0].rsplit("/", 1)[-1] for _, seen in foreign for name in seen})
-    return (
-        f"**Disturbed**: other runs ({', '.join(names)}) were seen on the machine from "
-        f"+{first:.0f} s to +{last:.0f} s after {origin}."
-    )
-
-
-def _gigabyte_verdict(mib: float) -> str:
-    """Issue 13's "peak RSS <= 1 GB per replica", for a figure in MiB (as /proc gives)."""
-    figure = f"{mib:.0f} MiB = {mib * 1.048576:.0f} MB"
-    if mib * 1.048576 <= 1000:
-        return f"met ({figure})"
-    if mib <= 1024:
-        return f"at the limit: within 1 GiB, above 1 000 MB ({figure})"
-    return f"not met ({figure})"
-
-
-def _startup_table(r: dict[str, Any], section: str) -> list[str]:
-    s = r[section]
-    rss = r.get("peak_rss_mb") or {}
-    n = r["n"]
-    setup = r.get("setup") or {}
-    op_rss = s.get("operator_peak_rss_mb") or rss.get("operator bench-a")
-    verdict = "n/a" if op_rss is None else _gigabyte_verdict(op_rss)
-    status_cell = (
-        f"+{_f(s['first_statuses_done_s'], 1, ' s')}"
-        if s["first_statuses_done"]
-        else f"not done: {s['first_statuses']}/{s['schedules']} after {s['observed_s']} s"
-    )
-    if section == "restart":
-        title = f"## Restart: the same {n} schedules, with their status, a new replica"
-        intro = (
-            f"The first replica stopped (SIGTERM), a second started at once: every schedule "
-            f"has its status, and the {s['every_second']} every-second ones are due from its "
-            "start. Times are from the start of the process."
-        )
-    else:
-        title = f"## Start-up: {n} schedules (+{s['every_second']} every second)"
-        intro = (
-            f"Run {_when(r)}. {n} schedules `0 0 1 1 *` created before the operator "
-            f"({setup.get('create_rate')} creates/s, {setup.get('schedules_created_s')} s), "
-            f"{s['every_second']} `* * * * * *` from a startTime {s['first_tick_s']} s after "
-            "the operator's start, all in one namespace (the every-second ones listed "
-            "last). Times are from the start of the process."
-        )
-    cpu = s.get("operator_cpu_s")
-    out = [
-        title,
-        "",
-        intro,
-        "",
-        "| figure | value |",
-        "|---|---|",
-        f"| operator peak RSS (VmHWM); target <= 1 GB per replica | {verdict} |",
-        f"| API server / etcd peak RSS | {_f(rss.get('kube-apiserver'), 0, ' MB')} / "
-        f"{_f(rss.get('etcd'), 0, ' MB')} |",
-        f"| operator CPU from its start to the end of this table | {_f(cpu, 1, ' s')} |",
-        f"| /readyz 200 | +{_f(s['ready_s'], 1, ' s')} |",
-        f"| schedule index complete (punctual_schedules = {s['schedules']}) | "
-        f"+{_f(s['index_complete_s'], 1, ' s')} |",
-        f"| status writes (first per schedule): first / all | "
-        f"+{_f(s['first_status_s'], 1, ' s')} / {status_cell} |",
-        f"| their rate | {_f(s['first_status_rate'], 0, ' /s')} |",
-        f"| every-second schedules: first Job / first on-time Job (skew <= {ON_TIME:g} s) | "
-        f"+{_f(s['first_create_s'], 1, ' s')} / +{_f(s['first_on_time_s'], 1, ' s')} |",
-        f"| skew of each one's first Job after ready: p50 / max | "
-        f"{_f(s['first_firings_after_ready_skew'].get('p50'), 3, ' s')} / "
-        f"{_f(s['first_firings_after_ready_skew'].get('max'), 3, ' s')} |",
-        f"| every-second ticks from the first tick to the end: expected / fired / on time | "
-        f"{s['every_second_expected_until_end']} / {s['every_second_fired']} / "
-        f"{s['every_second_on_time']} |",
-        f"| operator exit during the run | {s['exited'] if s['exited'] is not None else 'none'} |",
-        f"| other runs on the machine | {_foreign_line(s.get('foreign_runs'), 'start')} |",
-        "",
-        "| from (s) | first statuses written | every-second ticks due | fired | on time "
-        "| skew p99 | operator RSS (MB) |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for row in s["timeline"]:
-        out.append(
-            f"| {row['from_s']} | {row['first_statuses']} | {row['every_second_expected']} | "
-            f"{row['every_second_fired']} | {row['on_time']} | {_f(row['skew_p99'], 2, ' s')} | "
-            f"{_f(row['operator_rss_mb'], 0)} |"
-        )
-    out.append("")
-    return out
 
 
 def reexec_in_venv() -> None:

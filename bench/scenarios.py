@@ -251,7 +251,7 @@ async def punctual(trial: Trial) -> None:
         _record_replicas(trial, created)
 
 
-# -- shards (issue 13) -------------------------------------------------------------------
+# -- shards ------------------------------------------------------------------------------
 
 
 async def _shard_holders(trial: Trial) -> dict[int, str]:

@@ -142,7 +142,7 @@ SCENARIOS = [
 # "defaults" cluster (the same control plane as "same": only controllers differ).
 OPTIONAL = [
     Scenario("punctual", "herd", PROFILES["fast"]),
-    # Issue 13: 1, 2 and 4 replicas sharing 16 shards on one herd (per-replica CPU and
+    # Scale-out: 1, 2 and 4 replicas sharing 16 shards on one herd (per-replica CPU and
     # firings), and kill -9 of one of two replicas during a spread.
     Scenario("punctual", "herd", PROFILES["defaults"], replicas=1, shards=16),
     Scenario("punctual", "herd", PROFILES["defaults"], replicas=2, shards=16),
@@ -150,11 +150,17 @@ OPTIONAL = [
     Scenario("punctual", "spread", PROFILES["defaults"], replicas=2, shards=16, kill=True),
     Scenario("cronjob", "spread", PROFILES["defaults"]),
     Scenario("raw", "burst", PROFILES["defaults"]),
-    # Issue 13: the herd on an API server that refuses part of it (429), Punctual at its
+    # Scale-out: the herd on an API server that refuses part of it (429), Punctual at its
     # defaults and the raw client, as SUBJECT_USER: 429s, retries, rate while refused.
     Scenario("punctual", "herd", PROFILES["defaults"], overload=True),
     Scenario("raw", "burst", PROFILES["defaults"], overload=True),
 ]
+
+# bench/scale.py's rows, each on its own cluster: a sustained load, and one replica
+# starting on many schedules.
+SUSTAINED = Scenario("punctual", "sustained", PROFILES["defaults"])
+STARTUP = Scenario("punctual", "startup", PROFILES["defaults"])
+ON_TIME = 1.0  # seconds: a firing this close to its tick is on time (scale rows)
 
 
 def select(ids: str | None) -> list[Scenario]:

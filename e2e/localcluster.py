@@ -26,6 +26,7 @@ import datetime as dt
 import ipaddress
 import json
 import os
+import re
 import secrets
 import signal
 import socket
@@ -59,197 +60,41 @@ ALL_COMPONENTS = COMPONENTS + realnode.COMPONENTS
 IMAGE_CACHE = Path(os.environ.get("PUNCTUAL_CACHE", Path.home() / ".cache" / "punctual")) / "images"
 KUBECONFIG_NAME = "kubeconfig"
 
-AUDIT_POLICY = """\
-apiVersion: audit.k8s.io/v1
-kind: Policy
-omitStages: [RequestReceived]
-rules:
-  # The ground truth for "exactly one create per tick" and "writes per firing".
-  - level: Metadata
-    verbs: [create, update, patch, delete, deletecollection]
-    resources:
-      - group: batch
-        resources: [jobs, cronjobs]
-      - group: punctual.dev
-        resources: [cronschedules, cronschedules/status]
-      - group: coordination.k8s.io
-        resources: [leases]
-  - level: None
-"""
+MANIFESTS = HERE / "manifests"
+# The documents the components read, kept as files beside this module:
+# - audit-policy.yaml: the API server's audit policy. The ground truth for "exactly one
+#   create per tick" and "writes per firing" (bench/cluster.py widens it for the bench).
+# - kwok-pod-stages.yaml: pod lifecycle on kwok's fake nodes. kwok uses no default stages
+#   at all when given a config file, so node stages and all four pod stages are given:
+#   scheduled -> Running -> Succeeded (or Failed when the pod asks for it), and deletion.
+#   ${run_ms} is the pod's run time in milliseconds.
+# - kwok-node-stages.yaml: a fake node's Ready status, and its heartbeats.
+# - kwok-node.yaml: one fake node; ${name} is its name.
+_PLACEHOLDER = re.compile(r"\$\{(\w+)\}")
 
-# Pod lifecycle on kwok's fake nodes. kwok uses no default stages at all when given a
-# config file, so node stages (below) and all four pod stages are here: scheduled -> Running -> Succeeded (or Failed
-# when the pod asks for it), and deletion.
-_POD_STAGES = """\
-apiVersion: kwok.x-k8s.io/v1alpha1
-kind: Stage
-metadata: {{name: pod-ready}}
-spec:
-  resourceRef: {{apiGroup: v1, kind: Pod}}
-  selector:
-    matchExpressions:
-      - {{key: .metadata.deletionTimestamp, operator: DoesNotExist}}
-      - {{key: .spec.nodeName, operator: Exists}}
-      - {{key: .status.podIP, operator: DoesNotExist}}
-  next:
-    statusTemplate: |
-      {{{{ $now := Now }}}}
-      conditions:
-      - {{type: Initialized, status: "True", lastTransitionTime: {{{{ $now | Quote }}}}}}
-      - {{type: ContainersReady, status: "True", lastTransitionTime: {{{{ $now | Quote }}}}}}
-      - {{type: Ready, status: "True", lastTransitionTime: {{{{ $now | Quote }}}}}}
-      containerStatuses:
-      {{{{ range .spec.containers }}}}
-      - name: {{{{ .name | Quote }}}}
-        image: {{{{ .image | Quote }}}}
-        ready: true
-        started: true
-        restartCount: 0
-        state: {{running: {{startedAt: {{{{ $now | Quote }}}}}}}}
-      {{{{ end }}}}
-      hostIP: {{{{ NodeIPWith .spec.nodeName | Quote }}}}
-      podIP: {{{{ PodIPWith .spec.nodeName false .metadata.uid .metadata.name .metadata.namespace | Quote }}}}
-      phase: Running
-      startTime: {{{{ $now | Quote }}}}
----
-apiVersion: kwok.x-k8s.io/v1alpha1
-kind: Stage
-metadata: {{name: pod-complete}}
-spec:
-  resourceRef: {{apiGroup: v1, kind: Pod}}
-  selector:
-    matchExpressions:
-      - {{key: .metadata.deletionTimestamp, operator: DoesNotExist}}
-      - {{key: .status.phase, operator: In, values: [Running]}}
-      - {{key: '.metadata.ownerReferences.[].kind', operator: In, values: [Job]}}
-  weight: 1
-  weightFrom:
-    expressionFrom: '.metadata.annotations["pod-complete.stage.kwok.x-k8s.io/weight"]'
-  delay:
-    durationMilliseconds: {run_ms}
-    durationFrom:
-      expressionFrom: '.metadata.annotations["pod-complete.stage.kwok.x-k8s.io/delay"]'
-  next:
-    statusTemplate: |
-      {{{{ $now := Now }}}}
-      containerStatuses:
-      {{{{ range .spec.containers }}}}
-      - name: {{{{ .name | Quote }}}}
-        image: {{{{ .image | Quote }}}}
-        ready: false
-        started: false
-        restartCount: 0
-        state:
-          terminated: {{exitCode: 0, reason: Completed, startedAt: {{{{ $now | Quote }}}}, finishedAt: {{{{ $now | Quote }}}}}}
-      {{{{ end }}}}
-      phase: Succeeded
----
-apiVersion: kwok.x-k8s.io/v1alpha1
-kind: Stage
-metadata: {{name: pod-fail}}
-spec:
-  resourceRef: {{apiGroup: v1, kind: Pod}}
-  selector:
-    matchExpressions:
-      - {{key: .metadata.deletionTimestamp, operator: DoesNotExist}}
-      - {{key: .status.phase, operator: In, values: [Running]}}
-      - {{key: '.metadata.annotations["punctual.dev/test-outcome"]', operator: In, values: [fail]}}
-  weight: 1000
-  delay:
-    durationMilliseconds: {run_ms}
-    durationFrom:
-      expressionFrom: '.metadata.annotations["pod-complete.stage.kwok.x-k8s.io/delay"]'
-  next:
-    statusTemplate: |
-      {{{{ $now := Now }}}}
-      containerStatuses:
-      {{{{ range .spec.containers }}}}
-      - name: {{{{ .name | Quote }}}}
-        image: {{{{ .image | Quote }}}}
-        ready: false
-        started: false
-        restartCount: 0
-        state:
-          terminated: {{exitCode: 1, reason: Error, startedAt: {{{{ $now | Quote }}}}, finishedAt: {{{{ $now | Quote }}}}}}
-      {{{{ end }}}}
-      phase: Failed
----
-apiVersion: kwok.x-k8s.io/v1alpha1
-kind: Stage
-metadata: {{name: pod-delete}}
-spec:
-  resourceRef: {{apiGroup: v1, kind: Pod}}
-  selector:
-    matchExpressions:
-      - {{key: .metadata.deletionTimestamp, operator: Exists}}
-  next:
-    finalizers: {{empty: true}}
-    delete: true
-"""
 
-_NODE_STAGES = """\
-apiVersion: kwok.x-k8s.io/v1alpha1
-kind: Stage
-metadata: {name: node-ready}
-spec:
-  resourceRef: {apiGroup: v1, kind: Node}
-  selector:
-    matchExpressions:
-      - {key: '.status.conditions.[] | select( .type == "Ready" ) | .status', operator: NotIn, values: ["True"]}
-  next:
-    statusTemplate: |
-      {{ $now := Now }}
-      conditions:
-      {{ range NodeConditions }}
-      - {type: {{ .type | Quote }}, status: {{ .status | Quote }}, reason: {{ .reason | Quote }}, message: {{ .message | Quote }}, lastHeartbeatTime: {{ $now | Quote }}, lastTransitionTime: {{ $now | Quote }}}
-      {{ end }}
-      addresses:
-      - {type: InternalIP, address: {{ NodeIP | Quote }}}
-      - {type: Hostname, address: {{ NodeName | Quote }}}
-      nodeInfo: {architecture: amd64, operatingSystem: linux, kubeletVersion: fake, kubeProxyVersion: fake}
-      phase: Running
----
-# Without heartbeats the node-lifecycle controller marks the node unreachable after
-# its grace period and evicts every pod; this keeps it Ready for the whole session.
-apiVersion: kwok.x-k8s.io/v1alpha1
-kind: Stage
-metadata: {name: node-heartbeat}
-spec:
-  resourceRef: {apiGroup: v1, kind: Node}
-  selector:
-    matchExpressions:
-      - {key: .status.phase, operator: In, values: [Running]}
-      - {key: '.status.conditions.[] | select( .type == "Ready" ) | .status', operator: In, values: ["True"]}
-  delay:
-    durationMilliseconds: 10000
-  next:
-    statusTemplate: |
-      {{ $now := Now }}
-      {{ $created := or .metadata.creationTimestamp $now }}
-      conditions:
-      {{ range NodeConditions }}
-      - {type: {{ .type | Quote }}, status: {{ .status | Quote }}, reason: {{ .reason | Quote }}, message: {{ .message | Quote }}, lastHeartbeatTime: {{ $now | Quote }}, lastTransitionTime: {{ $created | Quote }}}
-      {{ end }}
-  immediateNextStage: true
-"""
+def manifest(file: str, /, **values: object) -> str:
+    """The text of e2e/manifests/<file> with each ${key} replaced by str(values[key]).
 
-_NODE = """\
-apiVersion: v1
-kind: Node
-metadata:
-  name: {name}
-  annotations: {{kwok.x-k8s.io/node: fake, node.alpha.kubernetes.io/ttl: "0"}}
-  labels:
-    kubernetes.io/hostname: {name}
-    kubernetes.io/os: linux
-    kubernetes.io/arch: amd64
-    kubernetes.io/role: agent
-    type: kwok
-spec: {{}}
-status:
-  allocatable: {{cpu: "1000", memory: 1000Gi, pods: "100000"}}
-  capacity: {{cpu: "1000", memory: 1000Gi, pods: "100000"}}
-"""
+    Every placeholder must be given a value and every value must have a placeholder, so
+    a renamed placeholder fails here rather than reaching a component as "${...}".
+    """
+    text = (MANIFESTS / file).read_text()
+    wanted = set(_PLACEHOLDER.findall(text))
+    if wanted != set(values):
+        raise ValueError(f"{file} has placeholders {sorted(wanted)}, given {sorted(values)}")
+    return _PLACEHOLDER.sub(lambda match: str(values[match.group(1)]), text)
+
+
+def audit_policy() -> str:
+    """The audit policy every local cluster's API server runs with."""
+    return manifest("audit-policy.yaml")
+
+
+def kwok_stages(pod_run_milliseconds: int) -> str:
+    """kwok's configuration: the pod stages, then the node stages."""
+    pods = manifest("kwok-pod-stages.yaml", run_ms=pod_run_milliseconds)
+    return pods + "---\n" + manifest("kwok-node-stages.yaml")
 
 
 @dataclass
@@ -673,10 +518,8 @@ class LocalCluster:
         _write_pem(stem.with_suffix(".key"), key=key)
 
     def _write_configs(self) -> None:
-        (self.state_dir / "audit-policy.yaml").write_text(AUDIT_POLICY)
-        (self.state_dir / "kwok.yaml").write_text(
-            _POD_STAGES.format(run_ms=int(self.pod_run_milliseconds)) + "---\n" + _NODE_STAGES
-        )
+        (self.state_dir / "audit-policy.yaml").write_text(audit_policy())
+        (self.state_dir / "kwok.yaml").write_text(kwok_stages(int(self.pod_run_milliseconds)))
         ca = base64.b64encode((self.state_dir / "pki" / "ca.crt").read_bytes()).decode()
         self.kubeconfig.write_text(
             json.dumps(
@@ -707,7 +550,7 @@ class LocalCluster:
         import yaml  # PyYAML ships with the project's dependencies
 
         for i in range(self.nodes):
-            node = yaml.safe_load(_NODE.format(name=f"kwok-node-{i}"))
+            node = yaml.safe_load(manifest("kwok-node.yaml", name=f"kwok-node-{i}"))
             status, body = self.request("POST", "/api/v1/nodes", node)
             if status not in (201, 409):
                 raise RuntimeError(f"creating node kwok-node-{i}: HTTP {status}: {body[:300]}")

@@ -1,26 +1,26 @@
-"""results.md and skew.png from the raw results of bench/run.py (bench/results/raw/*.json).
+"""The tables of bench/run.py's results: results.md's text and skew.png.
 
-    python bench/report.py      # rebuild the report from the raw files alone
+Why it exists: every figure of a run's report is computed here from the raw files
+(`<folder>/raw/*.json`, and `<folder>/baseline/raw/` for "Before and after"), so the
+report can be rebuilt, and its numbers checked, without running the benchmark again;
+and every committed results folder, whatever version of the bench wrote it, must still
+render. The rendering package's `render` decides where the text goes.
 
-Every figure in the report is computed here from the raw files, so the report can be
-rebuilt, and its numbers checked, without running the benchmark again.
+What it must never do: measure, start or touch a process or a cluster, write a raw
+file, or state a figure that is not in the raw files.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import re
 import sys
-from collections import Counter
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import targets  # bench/targets.py, beside this file
-
-HERE = Path(__file__).resolve().parent
+from rendering import targets
 
 Result = dict[str, Any]
 
@@ -139,100 +139,12 @@ def write_breakdown(r: Result) -> str:
     return ", ".join(parts) or "-"
 
 
-# -- profiles ---------------------------------------------------------------------------
-
-_FRAME = re.compile(r"^(?P<func>.*?) \((?P<file>[^()]*?)(?::(?P<line>\d+))?\)$")
-
-
-def _short(frame: str) -> str:
-    match = _FRAME.match(frame.strip())
-    if not match:
-        return frame.strip()
-    path = match.group("file")
-    for marker in ("site-packages/", "operator/", "lib/python3.11/"):
-        if marker in path:
-            path = path.split(marker, 1)[1]
-            break
-    return f"{match.group('func')} ({path})"
-
-
-# Where a sample's time goes, by the first of these frames found on its stack.
-# Frames of the layout since adff5d2 first, then those of the profiles committed before it.
-CATEGORIES = [
-    ("punctual: deciding (deciding.decide)", "decide (punctual/core/deciding.py)"),
-    (
-        "punctual: claim and create requests (firing.Firer.apply)",
-        "Applier.apply (punctual/kube/applying.py)",
-    ),
-    ("punctual: rest of Operator.process", "Reconciler.__call__ (punctual/runtime/"),
-    ("punctual: clock calibration", "calibrate (punctual/runtime/calibrating.py)"),
-    ("punctual: deciding (deciding.decide)", "decide (punctual/deciding.py)"),
-    (
-        "punctual: claim and create requests (firing.Firer.apply)",
-        "Firer.apply (punctual/firing.py)",
-    ),
-    ("punctual: rest of Operator.process", "Operator.process (punctual/running.py)"),
-    ("punctual: Events (events.EventRecorder)", "EventRecorder."),
-    ("punctual: leader election", "LeaderElector."),
-    ("punctual: clock calibration", "Operator._calibrate_clock"),
-    ("punctual: scheduler loop", "SchedulerLoop."),
-    ("kopf: index handlers on watch events", "index_resource (kopf/"),
-    ("kopf: other processing of watch events", "process_resource_event (kopf/"),
-    ("kopf: watch streams", "(kopf/_cogs/clients/watching.py)"),
-    ("kopf: other", "(kopf/"),
-    ("threads: kopf's sync handlers and the executor", "Thread._bootstrap (threading.py)"),
-    ("aiohttp/TLS: reading responses", "_SelectorSocketTransport."),
-    ("asyncio: selecting and scheduling", "(asyncio/"),
-]
-# Frames on (nearly) every stack, which say nothing about where time goes.
-_GENERIC = re.compile(
-    r"\((asyncio/(runners|base_events|events)\.py|<frozen runpy>|punctual/(cli|operating)\.py|"
-    r"threading\.py|concurrent/futures/thread\.py)\)$"
-)
-
-
-def summarize_collapsed(text: str, *, seconds: float, rate: int, top: int = 20) -> dict[str, Any]:
-    """py-spy's raw output (`frame;frame;... count` per line) as shares of the samples."""
-    total = 0
-    inclusive: Counter[str] = Counter()
-    leaf: Counter[str] = Counter()
-    categories: Counter[str] = Counter()
-    for line in text.splitlines():
-        stack, _, count_text = line.rpartition(" ")
-        if not stack or not count_text.isdigit():
-            continue
-        count = int(count_text)
-        frames = [_short(f) for f in stack.split(";") if f]
-        if not frames:
-            continue
-        total += count
-        leaf[frames[-1]] += count
-        for name in set(frames):
-            if not _GENERIC.search(name):
-                inclusive[name] += count
-        joined = ";".join(frames)
-        label = next((lbl for lbl, marker in CATEGORIES if marker in joined), "other")
-        categories[label] += count
-    possible = seconds * rate
-
-    def shares(counter: Counter[str], limit: int) -> list[tuple[str, float]]:
-        return [(name, round(c / total, 4)) for name, c in counter.most_common(limit)]
-
-    return {
-        "samples": total,
-        "busy_share": round(total / possible, 3) if possible else None,
-        "categories": shares(categories, 50) if total else [],
-        "inclusive": shares(inclusive, top) if total else [],
-        "self": shares(leaf, top) if total else [],
-    }
-
-
 # -- the report -------------------------------------------------------------------------
 
 
 def _client_cap(p: dict[str, Any]) -> str:
     """The operator's client-side limit as run: a QPS and burst, or none (the default
-    since issue 13: as fast as the API server admits, pausing on 429 and 5xx)."""
+    since the scale-out work: as fast as the API server admits, pausing on 429 and 5xx)."""
     if not p.get("qps"):
         return "no client cap (follows the API server)"
     return f"QPS {p['qps']:g}, burst {p['burst']}"
@@ -531,7 +443,7 @@ def _commits(results: list[Result], machine: dict[str, Any]) -> str:
 def _punctual_limits(result: Result) -> tuple[Any, ...]:
     """The client limits and workers Punctual ran with (or would have, in a CronJob run)."""
     values = (result.get("settings") or {}).get("punctual") or {}
-    # None: no client cap (Punctual's default since issue 13), told apart from any number.
+    # None: no client cap (Punctual's default since the scale-out work), told apart from any number.
     return tuple(values.get(k) for k in ("qps", "burst", "workers"))
 
 
@@ -613,19 +525,19 @@ def _before_after(baseline: list[Result], results: list[Result]) -> list[str]:
     return [*lines, ""]
 
 
-def write(results_dir: Path) -> None:
+def markdown(results_dir: Path) -> str | None:
+    """results.md's text from `results_dir`'s raw files; None when there are none."""
     results, profiled, machine = load(results_dir)
     baseline: list[Result] = []
     if (results_dir / "baseline" / "raw").is_dir():
         baseline, _, _ = load(results_dir / "baseline")
     if not results:
-        print("no results in", results_dir / "raw", file=sys.stderr)
-        return
+        return None
     machine = machine or results[0].get("machine", {})
     out = [*_introduction(results, machine), *_method(results)]
     scale = targets.load_scale(results_dir.parent / "results-scale")
     out += [
-        "## Targets of issue 13 (scale-out)",
+        "## Scale-out targets",
         "",
         "From this run's raw files and, for the sustained and 100 000-schedule rows, "
         "`bench/results-scale/raw/` (`make bench-scale`). Where a target is not met, the "
@@ -649,8 +561,7 @@ def write(results_dir: Path) -> None:
         "![skew distributions](skew.png)",
         "",
     ]
-    (results_dir / "results.md").write_text("\n".join(out))
-    plot(results, results_dir / "skew.png")
+    return "\n".join(out)
 
 
 def _introduction(results: list[Result], machine: dict[str, Any]) -> list[str]:
@@ -670,9 +581,9 @@ def _introduction(results: list[Result], machine: dict[str, Any]) -> list[str]:
     return [
         "# Punctual vs the built-in CronJob controller",
         "",
-        "Generated by `bench/run.py` (rebuild with `python bench/report.py`); the analysis "
-        "and how to run it are in [bench/README.md](../README.md). Every scenario ran on its "
-        "own fresh local control plane (etcd, kube-apiserver, kube-controller-manager, "
+        "Generated by `bench/run.py` (rebuild with `python bench/render.py <folder>`); the "
+        "analysis and how to run it are in [bench/README.md](../README.md). Every scenario "
+        "ran on its own fresh local control plane (etcd, kube-apiserver, kube-controller-manager, "
         "kube-scheduler, kwok) started for it and torn down after it. The CronJob controller "
         "runs in a kube-controller-manager of its own (`--controllers=cronjob-controller`) "
         "so that its client limits can be set without changing those of the Job controller "
@@ -835,7 +746,7 @@ def _overload_section(results: list[Result]) -> list[str]:
     level = overloaded[0]["overload"]
     seats = " or ".join(sorted({str(r["overload"].get("seats", "?")) for r in overloaded}))
     lines = [
-        "## An overloaded API server (issue 13)",
+        "## An overloaded API server",
         "",
         f"The same herd on an API server that refuses part of it: API Priority and Fairness "
         f"puts the Job creates of `{level['user']}` (a user bound to cluster-admin, outside "
@@ -887,7 +798,8 @@ def _times(counts: dict[str, int]) -> str:
     return ", ".join(f"{count} times {value} s" for value, count in counts.items()) or "-"
 
 
-def plot(results: list[Result], path: Path) -> None:
+def plot(results: list[Result], path: Path) -> bool:
+    """skew.png: the ECDF of each scenario's skews; False when matplotlib is missing."""
     try:
         # Not a dependency of the project (see README.md); typed when it is installed.
         import matplotlib  # type: ignore[import-not-found, unused-ignore]
@@ -896,7 +808,7 @@ def plot(results: list[Result], path: Path) -> None:
         import matplotlib.pyplot as plt  # type: ignore[import-not-found, unused-ignore]
     except ImportError:
         print("matplotlib is not installed: no plot (pip install matplotlib)", file=sys.stderr)
-        return
+        return False
     sizes = sorted({r["n"] for r in results})
     fig, axes = plt.subplots(
         2, len(sizes), figsize=(6.5 * len(sizes), 9), squeeze=False, sharey=True
@@ -947,7 +859,4 @@ def plot(results: list[Result], path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
-
-
-if __name__ == "__main__":
-    write(HERE / "results")
+    return True

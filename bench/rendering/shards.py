@@ -1,22 +1,23 @@
 """The shard figures of one run, side by side, as ratios to the baselines of the same run.
 
-Run: .venv/bin/python bench/shards_report.py [results folder]   (default bench/results-shards)
+Why it exists: a shard row means something only beside the raw client (`raw-same-<N>`)
+and Punctual with one replica and no shards (`punctual-herd-defaults-<N>`) measured in
+the same run. This module reads the raw files that `bench/run.py` wrote for the shard
+scenarios (ids with `-r<R>s<S>`, and `-kill`) and the baselines from the same folder,
+and gives shards.md's text; the rendering package writes it.
 
-Reads the raw files that `bench/run.py` wrote for the shard scenarios (ids ending in
-`-r<R>s<S>` and `-kill`) and, from the same folder, the raw client (`raw-same-<N>`) and
-Punctual with one replica and no shards (`punctual-herd-defaults-<N>`) measured in the
-same run; prints a Markdown table and writes it to `shards.md` beside them. Starts
-nothing, changes nothing else.
+What it must never do: measure, start anything, write a file, or state a figure that is
+not in the raw files.
 """
 
 from __future__ import annotations
 
 import json
-import sys
+import re
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
+SHARDED = re.compile(r"-r\d+s\d+(-kill)?-\d+$")  # a shard row's id: `<scenario>-r2s16-1000`
 
 
 def load(folder: Path) -> dict[str, dict[str, Any]]:
@@ -99,13 +100,12 @@ def kills(results: dict[str, dict[str, Any]]) -> list[str]:
     return out
 
 
-def main() -> None:
-    folder = Path(sys.argv[1]) if len(sys.argv) > 1 else HERE / "results-shards"
+def has_rows(folder: Path) -> bool:
+    """Whether `folder`'s raw files hold any shard row."""
+    return any(SHARDED.search(p.stem) for p in (folder / "raw").glob("*.json"))
+
+
+def markdown(folder: Path) -> str:
+    """shards.md's text from `folder`'s raw files."""
     results = load(folder)
-    text = "\n".join(["## Shards", "", *rows(results), "", *kills(results), ""])
-    (folder / "shards.md").write_text(text)
-    print(text)
-
-
-if __name__ == "__main__":
-    main()
+    return "\n".join(["## Shards", "", *rows(results), "", *kills(results), ""])

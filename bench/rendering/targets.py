@@ -1,12 +1,13 @@
-"""The scale-out targets of issue 13, met or not, each with the figures that say why.
+"""The scale-out targets, met or not, each with the figures that say why.
 
-Why it exists: the issue's targets are measured by several scenarios (the herds and the
-raw client, the shard and kill rows, the overloaded API server: `bench/run.py`) and by
-`bench/scale.py` (sustained load, 100 000 schedules). This module reads their raw files
-and writes one table: target, measured, met, and, when not met, the measured reason
-(where the time or the CPU went). `bench/report.py` puts it in results.md.
+Why it exists: the scale-out targets (herds against the raw client, CPU per firing,
+shards, an overloaded API server, sustained load, 100 000 schedules) are measured by
+several scenarios of `bench/run.py` and by `bench/scale.py`. This module reads their raw
+files and gives one table: target, measured, met, and, when not met, the measured reason
+(where the time or the CPU went). `rendering.ticks` puts it in results.md.
 
-What it must never do: run anything, or state a figure that is not in the raw files.
+What it must never do: run anything, write a file, or state a figure that is not in the
+raw files.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ def _row(target: str, measured: str, met: bool | None, why: str = "") -> str:
 
 def rows(results: list[Result], scale: dict[str, Result]) -> list[str]:
     return [
-        "| target (issue 13) | measured | | why not |",
+        "| scale-out target | measured | | why not |",
         "|---|---|---|---|",
         *_herd_rows(results),
         *_cpu_rows(results),
