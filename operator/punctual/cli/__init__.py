@@ -2,7 +2,8 @@
 
 `main` parses the arguments and dispatches to a subcommand: the schedule questions
 (`next`, `explain`, in `main`) and the cluster commands (`run`, `trigger`, `history`,
-`describe`, in `cluster`, the one screen of `describe` drawn by `describing`). Every subcommand answers bad input with one line and exit status 2.
+`describe`, in `cluster`, the one screen of `describe` drawn by `describing`).
+Every subcommand answers bad input with one line and exit status 2.
 """
 
 from punctual.cli.main import main
