@@ -1,10 +1,14 @@
-"""The docs stay true: the README's field table matches the CRD; `make help` lists every target."""
+"""The docs stay true: the README's field table matches the CRD; `make help` lists every
+target; every package's opening docstring, and docs/architecture.md, name every module
+(a module added without being named fails here)."""
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
+import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
@@ -43,3 +47,36 @@ def test_make_help_lists_every_target() -> None:
     targets = set(re.findall(r"^([a-zA-Z0-9_-]+):(?!=)", makefile, re.M))
     documented = set(re.findall(r"^([a-zA-Z0-9_-]+):.*?## ", makefile, re.M))
     assert targets == documented, f"targets without a ## description: {targets - documented}"
+
+
+PACKAGE = REPO / "operator" / "punctual"
+PACKAGES = sorted(p.parent for p in PACKAGE.rglob("__init__.py"))
+
+
+def modules_of(package: Path) -> list[str]:
+    """The modules and subpackages a package's opening docstring must name."""
+    files = [p.stem for p in package.glob("*.py") if p.stem not in ("__init__", "__main__")]
+    return sorted(files + [p.parent.name for p in package.glob("*/__init__.py")])
+
+
+def named(text: str, module: str) -> bool:
+    """`module` appears in backticks, alone or as part of a path (`kube/applying`)."""
+    return re.search(rf"`[^`\n]*\b{re.escape(module)}\b[^`\n]*`", text) is not None
+
+
+@pytest.mark.parametrize("package", PACKAGES, ids=lambda p: str(p.relative_to(PACKAGE.parent)))
+def test_a_packages_opening_docstring_names_every_module(package: Path) -> None:
+    docstring = ast.get_docstring(ast.parse((package / "__init__.py").read_text())) or ""
+    missing = [m for m in modules_of(package) if not named(docstring, m)]
+    assert not missing, f"{package.name}/__init__.py's docstring does not name {missing}"
+
+
+def test_the_architecture_doc_names_every_module() -> None:
+    text = (REPO / "docs" / "architecture.md").read_text()
+    missing = [
+        f"{package.relative_to(PACKAGE)}/{module}"
+        for package in PACKAGES
+        for module in modules_of(package)
+        if not named(text, module)
+    ]
+    assert not missing, f"docs/architecture.md does not name {missing}"
