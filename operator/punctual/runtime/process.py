@@ -23,7 +23,8 @@ from punctual.clocks import ServerClock
 from punctual.core.jobs import JobSnapshot
 from punctual.core.times import maybe_time
 from punctual.kube.applying import Applier
-from punctual.kube.client import ApiError, KubeClient, load_credentials
+from punctual.kube.client import ApiError, KubeClient
+from punctual.kube.credentials import load_credentials
 from punctual.kube.events import EventRecorder
 from punctual.kube.jobwatching import JobIndex
 from punctual.kube.leases import Installations, first_of
