@@ -102,11 +102,13 @@ STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 
 
 class Api(Protocol):
-    """What the writing shell needs of the API server: four verbs on paths.
+    """What Punctual needs of the API server: five verbs on paths, and a watch.
 
-    `KubeClient` is the real one; unit tests of the applier's order and error
-    handling use a small recording fake of it (API semantics stay tested against the
-    real control plane).
+    The one client Protocol: the applier, the Lease loop and its watch, the Followers,
+    the Events and the runtime all take an `Api`. `KubeClient` is the real one; unit
+    tests use small fakes of it (the applier's order and error handling, a Follower's
+    pages, watches and relists), and API semantics stay tested against the real
+    control plane.
     """
 
     async def get(self, path: str, **params: str) -> Body: ...
@@ -118,6 +120,13 @@ class Api(Protocol):
     async def delete(self, path: str, body: Body | None = None) -> Body: ...
 
     async def patch(self, path: str, body: Any, *, content_type: str = MERGE_PATCH) -> Body: ...
+
+    # `def`, not `async def`: KubeClient.watch is an async generator, so calling it gives
+    # the iterator at once (an `async def` here would be a coroutine returning one).
+    def watch(self, path: str, **params: str) -> AsyncIterator[Body]:
+        """The events of a watch on a collection, {"type": ..., "object": ...}, until the
+        server ends it (give timeoutSeconds)."""
+        ...
 
 
 class KubeClient:

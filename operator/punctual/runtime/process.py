@@ -72,7 +72,6 @@ class Operator:
             options.lease_config(lease_namespace),
             options.shards,
             clock=clock,
-            watch=api.watch,
         )
         self.events = EventRecorder(api, clock=clock)
         self.indexers = new_indexers()  # kopf's (it keeps none: FreezeWindows have no index)
