@@ -352,7 +352,8 @@ async def raw_rate(trial: Trial, count: int) -> dict[str, Any]:
     window that follows). The rate from the audit log's first to last create."""
     from kubeapi import create_all
 
-    from punctual.kube.client import AlreadyExists, KubeClient, load_kubeconfig
+    from punctual.kube.client import AlreadyExists, KubeClient
+    from punctual.kube.credentials import load_kubeconfig
 
     namespace = "bench-raw"
     with contextlib.suppress(AlreadyExists):

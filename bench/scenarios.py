@@ -31,7 +31,8 @@ from settings import LEASE, NAMESPACE, RAW_AGENT, Scenario, Settings
 from trial import Trial
 
 from punctual.core.schedules import parse_schedule
-from punctual.kube.client import KubeClient, load_kubeconfig
+from punctual.kube.client import KubeClient
+from punctual.kube.credentials import load_kubeconfig
 from punctual.kube.sharding import shard_of
 
 JOB_TEMPLATE: dict[str, Any] = {

@@ -29,7 +29,8 @@ from kubeapi import prepare_namespace
 from operatorprocess import OperatorProcess
 from settings import ARTIFACTS, HARNESS_AGENT, Profile, Scenario, Settings
 
-from punctual.kube.client import KubeClient, load_kubeconfig
+from punctual.kube.client import KubeClient
+from punctual.kube.credentials import load_kubeconfig
 
 
 @dataclass

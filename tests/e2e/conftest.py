@@ -31,13 +31,8 @@ import pytest
 import yaml
 
 from punctual.core.jobs import FINALIZER
-from punctual.kube.client import (
-    STRATEGIC_MERGE_PATCH,
-    ApiError,
-    Credentials,
-    KubeClient,
-    load_kubeconfig,
-)
+from punctual.kube.client import STRATEGIC_MERGE_PATCH, ApiError, KubeClient
+from punctual.kube.credentials import Credentials, load_kubeconfig
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "e2e"))

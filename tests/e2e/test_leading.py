@@ -115,7 +115,7 @@ async def test_a_watching_standby_takes_over_within_a_request_of_the_release(
     # A retry period far longer than the bound: only the watch can make the standby this fast.
     config = Options(identity="b", retry_period=8, renew_deadline=9, lease_duration=10)
     a = LeaderElector(api, Options(identity="a").lease_config(namespace), clock=SystemClock())
-    b = LeaderElector(api, config.lease_config(namespace), clock=SystemClock(), watch=api.watch)
+    b = LeaderElector(api, config.lease_config(namespace), clock=SystemClock())
     assert await a.attempt() is True
     stop = asyncio.Event()
     standby = asyncio.create_task(b.run(stop))

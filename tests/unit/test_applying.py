@@ -7,6 +7,7 @@ admission) is tested against the real control plane in tests/e2e.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -65,6 +66,11 @@ class RecordingApi:
 
     async def patch(self, path: str, body: Any, *, content_type: str = "") -> Body:
         return await self._answer("patch", path, body)
+
+    async def watch(self, path: str, **params: str) -> AsyncIterator[Body]:
+        """The applier never watches: a watch that ends at once, with no events."""
+        return
+        yield {}
 
 
 def schedule() -> Body:

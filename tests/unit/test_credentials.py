@@ -32,13 +32,12 @@ from cryptography.x509.oid import NameOID
 from kopf._core.intents.causes import Activity
 
 from punctual.clocks import FixedClock
-from punctual.kube.client import (
+from punctual.kube.client import KubeClient, Unavailable
+from punctual.kube.credentials import (
     MIN_RENEWAL_INTERVAL,
     CredentialsError,
     Issued,
     Issuer,
-    KubeClient,
-    Unavailable,
     load_credentials,
     load_incluster,
     load_kubeconfig,

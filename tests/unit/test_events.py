@@ -5,6 +5,7 @@ best effort)."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -40,6 +41,11 @@ class EventSink:
 
     async def patch(self, path: str, body: Any, *, content_type: str = "") -> dict[str, Any]:
         raise AssertionError("the recorder only creates")
+
+    async def watch(self, path: str, **params: str) -> AsyncIterator[dict[str, Any]]:
+        """The recorder never watches: a watch that ends at once, with no events."""
+        return
+        yield {}
 
 
 async def drain(recorder: EventRecorder) -> None:

@@ -46,6 +46,18 @@ class Pages:
         await asyncio.sleep(3600)
         yield {}
 
+    async def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        raise AssertionError("a Follower only lists and watches")
+
+    async def replace(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        raise AssertionError("a Follower only lists and watches")
+
+    async def delete(self, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        raise AssertionError("a Follower only lists and watches")
+
+    async def patch(self, path: str, body: Any, *, content_type: str = "") -> dict[str, Any]:
+        raise AssertionError("a Follower only lists and watches")
+
 
 @dataclass
 class Held:

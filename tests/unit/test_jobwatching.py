@@ -58,6 +58,18 @@ class Script:
         if not self.streams and not events:
             await asyncio.sleep(3600)
 
+    async def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        raise AssertionError("a Follower only lists and watches")
+
+    async def replace(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        raise AssertionError("a Follower only lists and watches")
+
+    async def delete(self, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        raise AssertionError("a Follower only lists and watches")
+
+    async def patch(self, path: str, body: Any, *, content_type: str = "") -> dict[str, Any]:
+        raise AssertionError("a Follower only lists and watches")
+
 
 async def run(script: Script) -> tuple[JobIndex, list[tuple[str, JobSnapshot | None]]]:
     told: list[tuple[str, JobSnapshot | None]] = []

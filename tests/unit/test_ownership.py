@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -112,6 +113,11 @@ class LeaseApi:
 
     async def patch(self, path: str, body: Any, *, content_type: str = "") -> dict[str, Any]:
         raise AssertionError
+
+    async def watch(self, path: str, **params: str) -> AsyncIterator[dict[str, Any]]:
+        """Judging installations never watches: a watch that ends at once, with no events."""
+        return
+        yield {}
 
 
 def lease(holder: str, renewed: str = "2026-11-25T12:00:00.000000Z") -> dict[str, Any]:

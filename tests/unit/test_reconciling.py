@@ -9,7 +9,7 @@ API's answers are tested against the real control plane.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -101,6 +101,11 @@ class FakeApi:
 
     async def patch(self, path: str, body: Any, *, content_type: str = "") -> dict[str, Any]:
         raise AssertionError("a pass patches only through the applier")
+
+    async def watch(self, path: str, **params: str) -> AsyncIterator[dict[str, Any]]:
+        """A pass never watches: a watch that ends at once, with no events."""
+        return
+        yield {}
 
 
 class Live(Mapping[Any, Any]):

@@ -339,7 +339,8 @@ def _on_schedule(
 ) -> dict[str, Any] | None:
     """Run `action(api, path)` on the CronSchedule NAME; None (said why) if it failed."""
     from punctual.kube.applying import schedule_path
-    from punctual.kube.client import ApiError, KubeClient, NotFound, load_credentials
+    from punctual.kube.client import ApiError, KubeClient, NotFound
+    from punctual.kube.credentials import load_credentials
 
     try:
         credentials = load_credentials(arguments.kubeconfig)

@@ -23,18 +23,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
-from punctual.kube.client import ApiError
+from punctual.kube.client import Api, ApiError, Body
 
 logger = logging.getLogger(__name__)
 
 RETRY = 1.0  # seconds before watching again after an error
 WATCH_SECONDS = 300
 LIST_PAGE = 500  # objects per list request (client-go's reflector: 500)
-
-Body = dict[str, Any]
 
 
 def without_managed_fields(body: Mapping[str, Any]) -> dict[str, Any]:
@@ -44,14 +42,6 @@ def without_managed_fields(body: Mapping[str, Any]) -> dict[str, Any]:
     """
     meta = {k: v for k, v in (body.get("metadata") or {}).items() if k != "managedFields"}
     return {**body, "metadata": meta}
-
-
-class Lister(Protocol):
-    """What it needs of the client (kube.client.KubeClient)."""
-
-    async def get(self, path: str, **params: str) -> Body: ...
-
-    def watch(self, path: str, **params: str) -> AsyncIterator[Body]: ...
 
 
 class Collection(Protocol):
@@ -76,7 +66,7 @@ class Gone(Exception):
 class Follower:
     def __init__(
         self,
-        api: Lister,
+        api: Api,
         path: Callable[[str | None], str],
         collection: Collection,
         *,

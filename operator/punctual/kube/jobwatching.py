@@ -25,7 +25,8 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from punctual.core.jobs import LABEL_SCHEDULE_UID, JobSnapshot
-from punctual.kube.following import Follower, Lister
+from punctual.kube.client import Api
+from punctual.kube.following import Follower
 
 Key = tuple[str, str]  # (namespace, schedule name)
 OnJob = Callable[[Key, str, JobSnapshot | None], None]
@@ -48,7 +49,7 @@ class JobsByScheduleUid(Mapping[str, list[JobSnapshot]]):
 
 
 class JobIndex:
-    def __init__(self, api: Lister, namespaces: list[str], on_job: OnJob) -> None:
+    def __init__(self, api: Api, namespaces: list[str], on_job: OnJob) -> None:
         self.on_job = on_job
         self._jobs: dict[str, dict[str, JobSnapshot]] = {}
         self._where: dict[str, str] = {}  # job uid -> its schedule uid

@@ -15,8 +15,8 @@ client-go's leaderelection does them, with the clock that matters for each:
   stamped on every Job it creates.
 * Every write to the Lease carries its resourceVersion, so two candidates racing
   for it cannot both win.
-* On shutdown the leader releases the Lease (empty holder). A standby that can watch
-  the Lease wakes on the release and takes over within one request of it (measured
+* On shutdown the leader releases the Lease (empty holder). A standby watches the
+  Lease, wakes on the release and takes over within one request of it (measured
   with the chart on a real node: tests/e2e/test_real_node.py), instead of at its next
   retry or after expiry.
 
@@ -33,7 +33,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import Enum
@@ -204,10 +203,8 @@ class LeaderElector:
         *,
         clock: Clock,
         monotonic: Monotonic = monotonic,
-        watch: Callable[..., AsyncIterator[dict[str, Any]]] | None = None,
     ) -> None:
-        self.api = api
-        self._watch = watch  # KubeClient.watch: wakes a standby when the Lease is released
+        self.api = api  # its watch wakes a standby when the Lease is released
         self.released = asyncio.Event()  # the Lease was released while we stood by
         self.config = config
         self._clock = clock  # the wall clock written into renewTime (the server's estimate)
@@ -419,14 +416,11 @@ class LeaderElector:
             await self._settle(None, True)
 
     async def follow(self) -> None:
-        """Watch the Lease; set `released` when it is released or deleted while we stand by
-        (without a watch function: nothing to do)."""
-        if self._watch is None:
-            return
+        """Watch the Lease; set `released` when it is released or deleted while we stand by."""
         collection, name = self.path.rsplit("/", 1)
         while True:
             try:
-                async for event in self._watch(
+                async for event in self.api.watch(
                     collection, fieldSelector=f"metadata.name={name}", timeoutSeconds="300"
                 ):
                     spec = (event.get("object") or {}).get("spec") or {}

@@ -24,7 +24,8 @@ import json
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from punctual.kube.following import Follower, Lister, without_managed_fields
+from punctual.kube.client import Api
+from punctual.kube.following import Follower, without_managed_fields
 
 Key = tuple[str, str]  # (namespace, name)
 OnSchedule = Callable[[Key, Mapping[str, Any] | None], None]
@@ -45,7 +46,7 @@ def unpack(packed: str) -> dict[str, Any]:
 class ScheduleIndex(Mapping[Key, str]):
     """The packed schedules by (namespace, name), as the leader's view reads them."""
 
-    def __init__(self, api: Lister, namespaces: list[str], on_schedule: OnSchedule) -> None:
+    def __init__(self, api: Api, namespaces: list[str], on_schedule: OnSchedule) -> None:
         self.on_schedule = on_schedule
         self._packed: dict[Key, str] = {}
         self._versions: dict[Key, str] = {}

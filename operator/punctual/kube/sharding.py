@@ -34,10 +34,9 @@ import asyncio
 import contextlib
 import hashlib
 import logging
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
 
 from punctual.clocks import Clock, Monotonic, monotonic
 from punctual.core.jobs import installation_label
@@ -252,7 +251,6 @@ class ShardedElection:
         *,
         clock: Clock,
         monotonic: Monotonic = monotonic,
-        watch: Callable[..., AsyncIterator[dict[str, Any]]] | None = None,
     ) -> None:
         if count < 1:
             raise ValueError(f"need 1 shard or more, got {count}")
@@ -271,7 +269,6 @@ class ShardedElection:
                 ),
                 clock=clock,
                 monotonic=monotonic,
-                watch=watch,
             )
             for i in range(count)
         ]

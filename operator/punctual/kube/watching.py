@@ -23,7 +23,7 @@ import kopf
 from kopf._core.engines.indexing import OperatorIndexers
 from kopf._core.engines.peering import Identity
 
-from punctual.kube.client import Credentials
+from punctual.kube.credentials import Credentials
 from punctual.kube.following import without_managed_fields
 
 
@@ -85,7 +85,7 @@ def _configure(registry: kopf.OperatorRegistry) -> None:
 def _login(registry: kopf.OperatorRegistry, credentials: Credentials) -> None:
     import aiohttp  # (here, not at the top: only this function needs them)
 
-    from punctual.kube.client import Auth, CredentialsError
+    from punctual.kube.credentials import Auth, CredentialsError
 
     given: list[Auth] = []  # what kopf was given last
 

@@ -24,7 +24,8 @@ from aiohttp import web
 from punctual.clocks import ServerClock
 from punctual.core.jobs import JobSnapshot
 from punctual.kube.applying import Applier
-from punctual.kube.client import ApiError, KubeClient, load_credentials
+from punctual.kube.client import ApiError, KubeClient
+from punctual.kube.credentials import load_credentials
 from punctual.kube.events import EventRecorder
 from punctual.kube.jobwatching import JobIndex
 from punctual.kube.leases import Installations, first_of
@@ -72,7 +73,6 @@ class Operator:
             options.lease_config(lease_namespace),
             options.shards,
             clock=clock,
-            watch=api.watch,
         )
         self.events = EventRecorder(api, clock=clock)
         self.indexers = new_indexers()  # kopf's (it keeps none: FreezeWindows have no index)
