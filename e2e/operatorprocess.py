@@ -18,6 +18,7 @@ import re
 import signal
 import subprocess
 import sys
+import urllib.error
 import urllib.request
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -99,11 +100,14 @@ class OperatorProcess:
             return str(resp.read().decode())
 
     def get(self, path: str) -> tuple[int, str]:
-        """(HTTP status, body) of a GET on its metrics port; (0, the error) if it fails."""
+        """(HTTP status, body) of a GET on its metrics port, an error status included (a
+        503 from /readyz says what it waits for); (0, the error) if nothing answers."""
         try:
             url = f"http://127.0.0.1:{self.metrics_port}{path}"
             with urllib.request.urlopen(url, timeout=5) as resp:
                 return int(resp.status), resp.read().decode()
+        except urllib.error.HTTPError as error:
+            return int(error.code), error.read().decode(errors="replace")
         except OSError as error:
             return 0, str(error)
 

@@ -13,6 +13,8 @@ year away, so the audit log of a test holds only the Jobs it checks.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import time
 from typing import Any
 
 from punctual.kube.client import AlreadyExists, KubeClient, Unavailable
@@ -67,6 +69,16 @@ async def create_rare(api: KubeClient, namespace: str, count: int, *, at_once: i
     await asyncio.gather(*(worker() for _ in range(at_once)))
 
 
-async def delete_rare(api: KubeClient, namespace: str) -> None:
-    """Remove them in one request (a deletecollection by their label)."""
-    await api.request("DELETE", path(namespace), params={"labelSelector": "punctual.dev/bulk=true"})
+async def delete_rare(api: KubeClient, namespace: str, *, within: float = 300) -> None:
+    """Remove them by deletecollection (of their label), again after a client time-out
+    (the server stops where the request ended), until none is left."""
+    selector = {"labelSelector": "punctual.dev/bulk=true"}
+    deadline = time.monotonic() + within
+    while True:
+        with contextlib.suppress(Unavailable):
+            await api.request("DELETE", path(namespace), params=selector)
+        left = await api.get(path(namespace), limit="1", **selector)
+        if not left.get("items"):
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"bulk schedules of {namespace} still there after {within}s")
