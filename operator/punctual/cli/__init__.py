@@ -1,8 +1,9 @@
 """The `punctual` command line (also `kubectl punctual`).
 
 `main` parses the arguments and dispatches to a subcommand: the schedule questions
-(`next`, `explain`, in `main`) and the cluster commands (`run`, `trigger`, `history`,
-`describe`, in `cluster`, the one screen of `describe` drawn by `describing`).
+(`next`, `explain`, in `main`), the operator (`run`, in `running`) and the cluster
+commands (`trigger`, `history`, `resume`, `backfill`, `describe`, in `cluster`; the one
+screen of `describe` is drawn by `describing`).
 Every subcommand answers bad input with one line and exit status 2.
 """
 

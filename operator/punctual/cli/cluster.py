@@ -1,4 +1,5 @@
-"""The cluster subcommands of `punctual`: `run` (the operator), `trigger` and `history`.
+"""The cluster subcommands of `punctual`: `trigger`, `history`, `resume`, `backfill`, and
+reading a schedule for `describe` (`run` is `cli.running`).
 
 Why it exists: the operator and the commands a user runs against a live cluster share
 one CLI with the schedule-math commands, but not their dependencies; this module adds
@@ -21,219 +22,17 @@ from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
 if TYPE_CHECKING:
     from punctual.kube.client import KubeClient
-    from punctual.runtime.options import Options
 
 
-class _Context(Protocol):
+class Context(Protocol):
+    """Where a command writes (cli.main.Context)."""
+
     stdout: TextIO
     stderr: TextIO
 
 
 def _env(name: str) -> str | None:
     return os.environ.get(name) or None
-
-
-def _env_or(name: str, default: str) -> str:
-    return os.environ.get(name) or default
-
-
-# Over 60 lines on purpose: one declaration per flag, read as a table (--help renders it).
-def add_run_command(subparsers: Any) -> None:
-    # Long on purpose: one add() per flag of `punctual run`, its help beside it.
-    from punctual.runtime.options import Options
-
-    defaults = Options()
-    parser = subparsers.add_parser(
-        "run",
-        help="run the operator",
-        description="Run the Punctual operator: watch CronSchedules and their Jobs, take the "
-        "leader Lease when it is free, and create exactly one Job per tick while leading. "
-        "Every flag can also be set by the environment variable named in its help.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
-
-    def add(flag: str, variable: str | None, help: str, **kwargs: Any) -> None:
-        """A flag whose default is the variable's value, or Options' own default.
-
-        argparse converts a string default with the flag's type, so a bad value in
-        the environment is one line naming the flag and exit status 2, as on the
-        command line.
-        """
-        dest = kwargs.pop("dest", flag.lstrip("-").replace("-", "_"))
-        default = kwargs.pop("default", getattr(defaults, dest))
-        if variable is not None:
-            default = _env_or(variable, "" if default is None else str(default)) or None
-            help = f"{help} [{variable}]"
-        parser.add_argument(flag, dest=dest, default=default, help=help, **kwargs)
-
-    add("--kubeconfig", "KUBECONFIG", "kubeconfig file; in a pod, the service account when unset")
-    parser.add_argument(
-        "--namespace",
-        "-n",
-        dest="namespaces",
-        action="append",
-        default=[n for n in (_env("PUNCTUAL_NAMESPACES") or "").split(",") if n],
-        help="watch only this namespace (repeat for more); all namespaces when unset "
-        "[PUNCTUAL_NAMESPACES, comma-separated]",
-    )
-    add("--lease-name", "PUNCTUAL_LEASE_NAME", "name of the leader-election Lease")
-    add(
-        "--lease-namespace",
-        None,
-        "namespace of the Lease; defaults to the kubeconfig's or the pod's namespace "
-        "[PUNCTUAL_LEASE_NAMESPACE, POD_NAMESPACE]",
-        default=_env("PUNCTUAL_LEASE_NAMESPACE") or _env("POD_NAMESPACE"),
-    )
-    add(
-        "--lease-duration",
-        "PUNCTUAL_LEASE_DURATION",
-        "seconds a standby waits on an unrenewed Lease before taking it",
-        type=float,
-    )
-    add(
-        "--renew-deadline",
-        "PUNCTUAL_RENEW_DEADLINE",
-        "seconds after its last renewal a leader stops writing; less than the lease duration",
-        type=float,
-    )
-    add(
-        "--retry-period",
-        "PUNCTUAL_RETRY_PERIOD",
-        "seconds between attempts to acquire or renew the Lease",
-        type=float,
-    )
-    add(
-        "--identity",
-        None,
-        "this replica's name in the Lease; hostname plus a random suffix when unset "
-        "[PUNCTUAL_IDENTITY, POD_NAME]",
-        default=_env("PUNCTUAL_IDENTITY") or _env("POD_NAME"),
-    )
-    add(
-        "--shards",
-        "PUNCTUAL_SHARDS",
-        "split the schedules into this many shards, each led through its own Lease and "
-        "shared evenly by the live replicas; 1 is one leader Lease. Changing it hands "
-        "over once every replica of the old count is gone (see the README)",
-        type=int,
-    )
-    add("--workers", "PUNCTUAL_WORKERS", "schedules processed at once", type=int)
-    add(
-        "--qps",
-        "PUNCTUAL_QPS",
-        "an optional cap on API writes per second; unset or 0: as fast as the API server "
-        "admits (every write pauses on its 429 Retry-After and backs off on 5xx)",
-        type=float,
-    )
-    add(
-        "--burst",
-        "PUNCTUAL_BURST",
-        "API writes allowed in a burst above --qps (default: twice --qps)",
-        type=int,
-    )
-    add(
-        "--status-delay",
-        "PUNCTUAL_STATUS_DELAY",
-        "seconds a status change that only follows the Jobs (a Job seen created or "
-        "finished) may wait for a later write to carry it; longer saves writes, shorter "
-        "keeps status fresher; 0 writes at once",
-        type=float,
-    )
-    add(
-        "--log-level",
-        "PUNCTUAL_LOG_LEVEL",
-        "log level",
-        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
-    )
-    add(
-        "--fence",
-        None,
-        "name of the Fence (crds/fences.punctual.dev.yaml) beside the Lease that a new "
-        "leader raises to its epoch before writing, for the API server's fencing policy; "
-        "an empty value disables it [PUNCTUAL_FENCE]",
-        default=os.environ.get("PUNCTUAL_FENCE", defaults.fence),
-    )
-    add(
-        "--class",
-        "PUNCTUAL_CLASS",
-        "fire only the CronSchedules whose spec.className is this; unset: those without a "
-        "className (run two installations side by side with different classes)",
-        dest="class_name",
-    )
-    add(
-        "--log-format",
-        "PUNCTUAL_LOG_FORMAT",
-        "log lines as text or one JSON object each",
-        choices=["text", "json"],
-    )
-    add(
-        "--metrics-port",
-        "PUNCTUAL_METRICS_PORT",
-        "port for /metrics, /healthz and /readyz; 0 disables them",
-        type=int,
-    )
-    parser.set_defaults(handler=_run)
-
-
-def _run(arguments: argparse.Namespace, context: _Context) -> int:
-    from punctual.runtime.options import Options
-    from punctual.runtime.process import Fatal, run
-
-    options = Options(
-        kubeconfig=arguments.kubeconfig,
-        namespaces=list(dict.fromkeys(arguments.namespaces)),
-        lease_name=arguments.lease_name,
-        lease_namespace=arguments.lease_namespace,
-        lease_duration=arguments.lease_duration,
-        renew_deadline=arguments.renew_deadline,
-        retry_period=arguments.retry_period,
-        identity=arguments.identity,
-        workers=arguments.workers,
-        shards=arguments.shards,
-        qps=arguments.qps,
-        burst=arguments.burst,
-        status_delay=arguments.status_delay,
-        log_level=arguments.log_level,
-        log_format=arguments.log_format,
-        fence=arguments.fence or None,
-        metrics_port=arguments.metrics_port or None,
-        class_name=arguments.class_name or None,
-    )
-    problem = _problem_with(options)
-    if problem is not None:
-        print(f"punctual: {problem}", file=context.stderr)
-        return 2
-    try:
-        asyncio.run(run(options))
-    except Fatal as error:
-        print(f"punctual: {error}", file=context.stderr)
-        return 1
-    return 0
-
-
-# Each shard costs every replica one Lease read (and its holder one write) per retry
-# period, and one watch.
-MAX_SHARDS = 256
-
-
-def _problem_with(options: Options) -> str | None:
-    """What is wrong with a set of run options, in one line, or None."""
-    from punctual.kube.ratelimiting import RateLimiter
-
-    if not options.status_delay >= 0:
-        return f"--status-delay must be 0 or more, got {options.status_delay}"
-    if not 1 <= options.shards <= MAX_SHARDS:
-        return f"--shards must be 1-{MAX_SHARDS}, got {options.shards}"
-    if options.workers < 1:
-        return f"--workers must be 1 or more, got {options.workers}"
-    if options.metrics_port is not None and not 0 < options.metrics_port < 65536:
-        return f"--metrics-port must be 0 (off) or a port 1-65535, got {options.metrics_port}"
-    try:
-        options.lease_config("-")
-        RateLimiter(options.qps, options.burst)
-    except ValueError as error:
-        return str(error)
-    return None
 
 
 def add_trigger_command(subparsers: Any) -> None:
@@ -264,7 +63,7 @@ def add_trigger_command(subparsers: Any) -> None:
     parser.set_defaults(handler=_trigger)
 
 
-def _trigger(arguments: argparse.Namespace, context: _Context) -> int:
+def _trigger(arguments: argparse.Namespace, context: Context) -> int:
     from punctual.core.deciding import TRIGGER_ANNOTATION
     from punctual.core.triggers import (
         MAX_TRIGGER_REASON,
@@ -334,7 +133,7 @@ def _add_schedule_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _on_schedule(
     arguments: argparse.Namespace,
-    context: _Context,
+    context: Context,
     action: Callable[[KubeClient, str], Awaitable[dict[str, Any]]],
 ) -> dict[str, Any] | None:
     """Run `action(api, path)` on the CronSchedule NAME; None (said why) if it failed."""
@@ -363,7 +162,7 @@ def _on_schedule(
 
 
 def fetch_schedule(
-    name: str, namespace: str | None, kubeconfig: str | None, context: _Context
+    name: str, namespace: str | None, kubeconfig: str | None, context: Context
 ) -> dict[str, Any] | None:
     """The live CronSchedule NAME (for `punctual next NAME`); None (said why) if unreadable."""
     arguments = argparse.Namespace(
@@ -384,7 +183,7 @@ def add_history_command(subparsers: Any) -> None:
     parser.set_defaults(handler=_history)
 
 
-def _history(arguments: argparse.Namespace, context: _Context) -> int:
+def _history(arguments: argparse.Namespace, context: Context) -> int:
     from punctual.cli.describing import firings_table
 
     body = _on_schedule(arguments, context, lambda api, path: api.get(path))
@@ -421,7 +220,7 @@ def add_resume_command(subparsers: Any) -> None:
     parser.set_defaults(handler=_resume)
 
 
-def _resume(arguments: argparse.Namespace, context: _Context) -> int:
+def _resume(arguments: argparse.Namespace, context: Context) -> int:
     from punctual.core.pausing import RESUME_ANNOTATION
 
     request = new_request_id()
@@ -469,7 +268,7 @@ def add_backfill_command(subparsers: Any) -> None:
     parser.set_defaults(handler=_backfill)
 
 
-def _backfill(arguments: argparse.Namespace, context: _Context) -> int:
+def _backfill(arguments: argparse.Namespace, context: Context) -> int:
     import json
 
     from punctual.core.backfilling import BACKFILL_ANNOTATION, read_request
@@ -507,7 +306,7 @@ def _backfill(arguments: argparse.Namespace, context: _Context) -> int:
     return 0
 
 
-def _backfill_dry_run(arguments: argparse.Namespace, request: Any, context: _Context) -> int:
+def _backfill_dry_run(arguments: argparse.Namespace, request: Any, context: Context) -> int:
     """List the ticks of the range and which already have their Job; write nothing."""
     from datetime import timedelta
 

@@ -6,9 +6,9 @@ applying it (`punctual next "0 2 * * *" --timezone Europe/Berlin`,
 several entries, exclusions, the window and maxRuns) or a live one (`punctual next
 NAME -n NS`), and run, trigger and inspect schedules from the same tool.
 Each subcommand is a `Command`: a function that adds its parser to the subparsers
-and points it at a handler. `next` and `explain` live here; `run`, `trigger` and
-`history` in `cli.cluster`, which imports the heavy parts only when they run;
-`describe` here, its screen drawn by `cli.describing`.
+and points it at a handler. `next` and `explain` live here; `run` in `cli.running`;
+`trigger`, `history`, `resume` and `backfill` in `cli.cluster` (both import the heavy
+parts only when they run); `describe` here, its screen drawn by `cli.describing`.
 
 What it must never do: read the clock other than through the injected `Clock`,
 or print a traceback for bad input. A bad schedule or zone exits with status 2
@@ -33,11 +33,11 @@ from punctual.cli.cluster import (
     add_backfill_command,
     add_history_command,
     add_resume_command,
-    add_run_command,
     add_trigger_command,
     fetch_schedule,
 )
 from punctual.cli.describing import describe_schedule
+from punctual.cli.running import add_run_command
 from punctual.clocks import Clock, SystemClock
 from punctual.core.models import CronScheduleSpec, describe_error
 from punctual.core.planning import tick_source

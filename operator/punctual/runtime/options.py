@@ -1,6 +1,6 @@
 """What `punctual run` can be told: one dataclass, the one source of every default.
 
-Why it exists: the flags, their environment variables (cli.cluster), the process
+Why it exists: the flags, their environment variables (cli.running), the process
 (runtime.process) and the Lease (kube.leases.LeaseConfig) all need the same defaults;
 they read them from here, so a default is written once.
 

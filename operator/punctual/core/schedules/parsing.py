@@ -13,6 +13,10 @@ other way than by raising `ScheduleError` (whose message names the field), or kn
 anything of time zones or of the CronSchedule resource.
 """
 
+# Over 500 lines because it is one grammar: the fields, their names and steps, the
+# Quartz extensions (L, W, #) and H share the field tables and one way of naming the
+# field in an error; split apart, each part would be read only with the others.
+
 from __future__ import annotations
 
 import calendar
