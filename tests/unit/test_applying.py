@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from punctual.clocks import FixedClock
-from punctual.core.deciding import Decision, Deferral, JobToCreate, JobToDelete
+from punctual.core.decisions import Decision, Deferral, JobToCreate
+from punctual.core.records import JobToDelete
 from punctual.kube.applying import FENCED, Applier, NotLeader
 from punctual.kube.client import AlreadyExists, ApiError, Conflict, Unavailable, retry_after_of
 from punctual.kube.events import EventRecorder

@@ -9,14 +9,8 @@ import json
 from datetime import datetime
 from typing import Any
 
-from punctual.core.backfilling import (
-    BACKFILL_ANNOTATION,
-    BATCH,
-    advance,
-    begin,
-    covers,
-    read_request,
-)
+from punctual.core.backfilling import BATCH, advance, begin, covers, read_request
+from punctual.core.keys import BACKFILL_ANNOTATION
 from punctual.core.models import Backfill, BackfillState, CronScheduleSpec
 from punctual.core.planning import tick_source
 

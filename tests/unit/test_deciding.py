@@ -16,15 +16,10 @@ from typing import Any
 
 import pytest
 
-from punctual.core.deciding import (
-    IN_FLIGHT_RECHECK,
-    TRIGGER_ANNOTATION,
-    Decision,
-    Deferral,
-    Leadership,
-    decide,
-)
+from punctual.core.deciding import IN_FLIGHT_RECHECK, decide
+from punctual.core.decisions import Decision, Deferral, Leadership
 from punctual.core.jobs import JobSnapshot, JobState, manual_job_name
+from punctual.core.keys import TRIGGER_ANNOTATION
 from punctual.core.models import CronScheduleSpec, FiringOutcome
 from punctual.core.naming import job_name
 from punctual.core.planning import schedule_fingerprint

@@ -6,8 +6,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from punctual.core.deciding import Decision, Deferral, JobToDelete
+from punctual.core.decisions import Decision, Deferral
 from punctual.core.deferring import ROUTINE_HORIZON, defer, routine, routine_wake
+from punctual.core.records import JobToDelete
 from punctual.core.settling import settle_failures
 
 T0 = datetime(2026, 11, 26, 12, 0, tzinfo=UTC)

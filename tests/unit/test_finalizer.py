@@ -15,8 +15,9 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from punctual.core.deciding import Decision, Deferral, JobToDelete, JobToRelease
+from punctual.core.decisions import Decision, Deferral, JobToRelease
 from punctual.core.jobs import FINALIZER, JobSnapshot, build_job
+from punctual.core.records import JobToDelete
 
 from .test_applying import JOBS, STATUS, RecordingApi, applier, create, schedule
 from .test_deciding import (

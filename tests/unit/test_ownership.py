@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from punctual.clocks import FixedClock
-from punctual.core.deciding import EventNote
 from punctual.core.ownership import Ownership, ownership
+from punctual.core.records import EventNote
 from punctual.kube.client import ApiError, NotFound
 from punctual.kube.leases import Installations
 from punctual.runtime.reconciling import CONFLICT_RECHECK, Installation

@@ -15,7 +15,8 @@ from datetime import timedelta
 from typing import Any
 
 from punctual.clocks import FixedClock
-from punctual.core.deciding import IN_FLIGHT_RECHECK, Decision
+from punctual.core.deciding import IN_FLIGHT_RECHECK
+from punctual.core.decisions import Decision
 from punctual.core.deferring import ROUTINE_HORIZON
 from punctual.core.jobs import JobSnapshot
 from punctual.kube.applying import Applied, NotLeader, schedule_path

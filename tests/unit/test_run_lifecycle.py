@@ -9,8 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from punctual.core.deciding import RESUME_ANNOTATION, Decision
+from punctual.core.decisions import Decision
 from punctual.core.jobs import JobSnapshot, manual_job_name
+from punctual.core.keys import RESUME_ANNOTATION
 
 from .test_deciding import (
     BROKEN,

@@ -9,8 +9,10 @@ from typing import Any
 
 import pytest
 
-from punctual.core.deciding import TRIGGER_ANNOTATION, Decision, Leadership, decide
+from punctual.core.deciding import decide
+from punctual.core.decisions import Decision, Leadership
 from punctual.core.jobs import JobSnapshot, JobState, manual_job_name
+from punctual.core.keys import TRIGGER_ANNOTATION
 from punctual.core.models import ConcurrencyPolicy
 from punctual.core.naming import job_name
 from punctual.core.triggers import TriggerError, TriggerRequest, parse_trigger

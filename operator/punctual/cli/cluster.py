@@ -265,7 +265,7 @@ def add_trigger_command(subparsers: Any) -> None:
 
 
 def _trigger(arguments: argparse.Namespace, context: _Context) -> int:
-    from punctual.core.deciding import TRIGGER_ANNOTATION
+    from punctual.core.keys import TRIGGER_ANNOTATION
     from punctual.core.triggers import (
         MAX_TRIGGER_REASON,
         TriggerError,
@@ -421,7 +421,7 @@ def add_resume_command(subparsers: Any) -> None:
 
 
 def _resume(arguments: argparse.Namespace, context: _Context) -> int:
-    from punctual.core.pausing import RESUME_ANNOTATION
+    from punctual.core.keys import RESUME_ANNOTATION
 
     request = new_request_id()
     patch = {"metadata": {"annotations": {RESUME_ANNOTATION: request}}}
@@ -471,7 +471,8 @@ def add_backfill_command(subparsers: Any) -> None:
 def _backfill(arguments: argparse.Namespace, context: _Context) -> int:
     import json
 
-    from punctual.core.backfilling import BACKFILL_ANNOTATION, read_request
+    from punctual.core.backfilling import read_request
+    from punctual.core.keys import BACKFILL_ANNOTATION
 
     request: dict[str, Any] = {"request": new_request_id()}
     if arguments.cancel:

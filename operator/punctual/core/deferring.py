@@ -4,8 +4,9 @@ Why it exists: a status change that only follows the Jobs (one finished, a claim
 was seen created, the cursor moved over ticks claimed ahead) fences nothing. Left
 for the next write that must happen anyway (the next claim), it costs no request of
 its own. `deciding` says which kind of change a Decision makes (`Deferral`); this
-module decides, from when the schedule's status was first left unwritten, whether
-to write now, and returns the Decision the shell applies.
+module says which kind (`classify`, called by `deciding`) and decides, from when the
+schedule's status was first left unwritten, whether to write now (`defer`), and returns
+the Decision the shell applies.
 
 It also says which writes are routine (`routine`): those whose Decision waits on no
 tick within `ROUTINE_HORIZON` (`Decision.due_by`), such as a first claim for a tick a
@@ -21,10 +22,14 @@ bookkeeping write for longer than the delay, except behind due writes.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
-from punctual.core.deciding import Decision, Deferral
+from punctual.core.decisions import Decision, Deferral
+from punctual.core.models import CronScheduleStatus, InFlightClaim, dump_status
+from punctual.core.records import JobToDelete
 
 # A write needed no sooner than this is routine: it may queue behind due ones.
 ROUTINE_HORIZON = timedelta(seconds=10)
@@ -76,3 +81,63 @@ def routine_wake(decision: Decision) -> datetime | None:
         return decision.next_wake
     due = decision.due_by - ROUTINE_HORIZON
     return due if decision.next_wake is None else min(decision.next_wake, due)
+
+
+def classify(
+    old: CronScheduleStatus,
+    new_status: Mapping[str, Any],
+    *,
+    in_flight: Sequence[InFlightClaim],
+    fences: bool,
+    prune: Sequence[JobToDelete],
+    over_ahead: bool,
+) -> Deferral:
+    """Whether the status write may wait for a later write to carry it.
+
+    It may when nothing in it fences a create (`fences`: no new claim, no Replace,
+    nothing reported, no missed or skipped tick), nothing to prune that the written
+    status still protects (pruning the Job of a claim in flight as *written* needs this
+    status first, or a new leader reading the old one would create the Job again).
+    Moving the cursor over ticks claimed ahead (`over_ahead`) is bookkeeping too: their
+    claims are already written.
+    """
+    old_status = dump_status(old)
+    old_claims = {c.job for c in old.in_flight}
+    if fences or any(job.name in old_claims for job in prune):
+        return Deferral.NEVER
+    bookkeeping = _BOOKKEEPING + (_CURSOR if over_ahead else ())
+    if _beyond(new_status, bookkeeping) != _beyond(old_status, bookkeeping):
+        return Deferral.NEVER
+    resolves_only = {c.job for c in in_flight} <= old_claims
+    if resolves_only and _without(new_status, "inFlight") == _without(old_status, "inFlight"):
+        return Deferral.RESOLVES_CLAIMS_ONLY
+    return Deferral.BOOKKEEPING
+
+
+# Status fields that only follow the Jobs: safe to write late, never needed to fence.
+_BOOKKEEPING = (
+    "active",
+    "activeCount",
+    "inFlight",
+    "recentFirings",
+    "lastSuccessfulTime",
+    "lastSuccessfulTick",
+)
+
+
+# The cursor's fields, bookkeeping only when it moves over ticks claimed ahead.
+_CURSOR = ("lastScheduledTime", "nextScheduleTime", "upcomingTicks", "runs", "runsRemaining")
+
+
+def _beyond(status: Mapping[str, Any], bookkeeping: tuple[str, ...]) -> dict[str, Any]:
+    """What a status says beyond bookkeeping: conditions by state, not by message (the
+    Ready message names the next tick, which moves with the cursor)."""
+    kept = _without(status, *bookkeeping)
+    kept["conditions"] = [
+        (c.get("type"), c.get("status"), c.get("reason")) for c in status.get("conditions") or []
+    ]
+    return kept
+
+
+def _without(status: Mapping[str, Any], *keys: str) -> dict[str, Any]:
+    return {k: v for k, v in status.items() if k not in keys}

@@ -146,7 +146,7 @@ def selects(selector: Selector, labels: Mapping[str, str]) -> bool:
     return True
 
 
-def holding(
+def freeze_over(
     freezes: Sequence[Freeze], instant: datetime, action: FreezeAction | None = None
 ) -> tuple[Freeze, datetime] | None:
     """The freeze (of `action`, if given) holding `instant`, with the end of its window;

@@ -26,8 +26,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from punctual.clocks import Clock
-from punctual.core.deciding import Decision, EventNote, JobToCreate, JobToDelete
+from punctual.core.decisions import Decision, JobToCreate
 from punctual.core.jobs import FINALIZER, JobSnapshot, owned_by
+from punctual.core.records import EventNote, JobToDelete
 from punctual.core.settling import settle_failures
 from punctual.core.times import format_time
 from punctual.kube.client import (
@@ -100,7 +101,7 @@ def count_outcomes(
     """Count what a claim decided, once its status is written, and creates refused."""
     if decision.status is not None:  # recorded: count what the claim decided
         for reason, count in decision.skipped:
-            metrics.ticks_skipped.labels(namespace, name, reason).inc(count)
+            metrics.ticks_skipped.labels(namespace, name, reason.value).inc(count)
         if decision.missed:
             metrics.ticks_missed.labels(namespace, name).inc(decision.missed)
         if decision.newly_failed:

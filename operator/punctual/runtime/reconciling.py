@@ -23,10 +23,12 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from punctual.clocks import Clock
-from punctual.core.deciding import Decision, EventNote, Leadership, decide
+from punctual.core.deciding import decide
+from punctual.core.decisions import Decision, Leadership
 from punctual.core.deferring import defer, routine, routine_wake
 from punctual.core.freezing import Freeze
 from punctual.core.ownership import Ownership, owner_of, ownership
+from punctual.core.records import EventNote
 from punctual.kube.applying import Applied, NotLeader, schedule_path
 from punctual.kube.client import Api, ApiError, NotFound, Unavailable
 from punctual.runtime.scheduling import Key
