@@ -15,6 +15,7 @@ import pytest
 
 from punctual.clocks import FixedClock
 from punctual.core.decisions import Decision, Deferral, JobToCreate
+from punctual.core.models import CronScheduleStatus
 from punctual.core.records import JobToDelete
 from punctual.kube.applying import FENCED, Applier, NotLeader
 from punctual.kube.client import AlreadyExists, ApiError, Conflict, Unavailable, retry_after_of
@@ -207,7 +208,7 @@ async def test_a_rejected_create_on_a_deferred_status_settles_what_that_write_wo
     decision = Decision(
         status=None,
         deferral=Deferral.BOOKKEEPING,
-        deferred_status=CLAIM,
+        deferred_status=CronScheduleStatus.model_validate(CLAIM),
         creates=(create(name),),
     )
     applied = await applier(api).apply(schedule(), decision)

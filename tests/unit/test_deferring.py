@@ -8,6 +8,7 @@ import pytest
 
 from punctual.core.decisions import Decision, Deferral
 from punctual.core.deferring import ROUTINE_HORIZON, defer, routine, routine_wake
+from punctual.core.models import CronScheduleStatus, dump_status
 from punctual.core.records import JobToDelete
 from punctual.core.settling import settle_failures
 
@@ -30,7 +31,7 @@ def test_never_is_written_now_and_keeps_the_unwritten_instant() -> None:
 def test_bookkeeping_waits_up_to_the_delay_and_wakes_at_its_end() -> None:
     result = defer(decision(Deferral.BOOKKEEPING), unwritten_since=None, now=T0, delay=DELAY)
     assert result.decision.status is None
-    assert result.decision.deferred_status == STATUS
+    assert result.decision.deferred_status == CronScheduleStatus.model_validate(STATUS)
     assert result.decision.next_wake == T0 + DELAY
     assert result.unwritten_since == T0
 
@@ -50,7 +51,8 @@ def test_resolving_claims_only_waits_for_whatever_write_comes_next() -> None:
     result = defer(
         decision(Deferral.RESOLVES_CLAIMS_ONLY), unwritten_since=since, now=T0, delay=DELAY
     )
-    assert result.decision.status is None and result.decision.deferred_status == STATUS
+    assert result.decision.status is None
+    assert result.decision.deferred_status == CronScheduleStatus.model_validate(STATUS)
     assert result.decision.next_wake == T0 + timedelta(hours=1)  # no wake of its own
 
 
@@ -62,27 +64,35 @@ def test_a_decision_without_status_passes_through_with_its_other_writes() -> Non
 
 
 def test_settling_a_failed_create_touches_only_its_entries() -> None:
-    status = {
-        "inFlight": [{"job": "a-1"}, {"job": "a-2"}],
-        "active": [{"name": "a-1"}, {"name": "a-0"}],
+    raw = {
+        "inFlight": [
+            {"tick": "2026-11-26T12:01:00Z", "job": "a-1", "epoch": 1},
+            {"tick": "2026-11-26T12:02:00Z", "job": "a-2", "epoch": 1},
+        ],
+        "active": [
+            {"name": "a-1", "tick": "2026-11-26T12:01:00Z"},
+            {"name": "a-0", "tick": "2026-11-26T12:00:00Z"},
+        ],
         "activeCount": 2,
         "recentFirings": [
-            {"job": "a-2", "outcome": "Created"},
-            {"job": "a-1", "outcome": "Created"},
-            {"job": "a-1", "outcome": "Succeeded"},
+            {"tick": "2026-11-26T12:02:00Z", "job": "a-2", "outcome": "Created", "epoch": 1},
+            {"tick": "2026-11-26T12:01:00Z", "job": "a-1", "outcome": "Created", "epoch": 1},
+            {"tick": "2026-11-26T11:01:00Z", "job": "a-1", "outcome": "Succeeded", "epoch": 1},
         ],
         "lastScheduledTime": "2026-11-26T12:00:00Z",
     }
+    status = CronScheduleStatus.model_validate(raw)
     settled = settle_failures(status, {"a-1": "rejected"})
-    assert settled["inFlight"] == [{"job": "a-2"}]
-    assert settled["active"] == [{"name": "a-0"}] and settled["activeCount"] == 1
-    assert settled["recentFirings"] == [
-        {"job": "a-2", "outcome": "Created"},
-        {"job": "a-1", "outcome": "Failed", "reason": "rejected"},
-        {"job": "a-1", "outcome": "Succeeded"},
+    assert [c.job for c in settled.in_flight] == ["a-2"]
+    assert [a.name for a in settled.active] == ["a-0"] and settled.active_count == 1
+    assert [(f.job, f.outcome.value, f.reason) for f in settled.recent_firings] == [
+        ("a-2", "Created", None),
+        ("a-1", "Failed", "rejected"),
+        ("a-1", "Succeeded", None),
     ]
-    assert settled["lastScheduledTime"] == status["lastScheduledTime"]
-    assert status["inFlight"] == [{"job": "a-1"}, {"job": "a-2"}]  # the input is not changed
+    assert settled.last_scheduled_time == status.last_scheduled_time
+    assert [c.job for c in status.in_flight] == ["a-1", "a-2"]  # the input is not changed
+    assert dump_status(status) == dump_status(CronScheduleStatus.model_validate(raw))
 
 
 @pytest.mark.parametrize(

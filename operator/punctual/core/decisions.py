@@ -17,6 +17,7 @@ from datetime import datetime
 from enum import Enum
 from typing import Any
 
+from punctual.core.models import CronScheduleStatus
 from punctual.core.records import EventNote, JobToDelete, SkipReason
 
 
@@ -64,8 +65,8 @@ class Decision:
     # When and how the status write may wait for a later one (see `deferring`).
     deferral: Deferral = Deferral.NEVER
     # Set by `deferring` when the status is left for a later write: what that write will
-    # say. A create that fails for good is recorded on top of it, at once.
-    deferred_status: dict[str, Any] | None = None
+    # say, typed. A create that fails for good is settled on top of it, at once.
+    deferred_status: CronScheduleStatus | None = None
     # When its writes are needed: now for a create or a Replace, a new claim's tick for
     # a claim made ahead; None when nothing in it waits on a tick (a first status far
     # from its first tick, conditions, history). The shell lets due writes go first.

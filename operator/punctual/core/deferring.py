@@ -55,17 +55,16 @@ def defer(
     """
     if decision.status is None or decision.deferral is Deferral.NEVER:
         return Deferred(decision, unwritten_since)
+    later = CronScheduleStatus.model_validate(decision.status)  # what a later write says
     if decision.deferral is Deferral.RESOLVES_CLAIMS_ONLY:
-        left = dataclasses.replace(decision, status=None, deferred_status=decision.status)
+        left = dataclasses.replace(decision, status=None, deferred_status=later)
         return Deferred(left, unwritten_since)
     since = now if unwritten_since is None else unwritten_since
     due = since + delay
     if now >= due:
         return Deferred(decision, since)
     wake = due if decision.next_wake is None else min(decision.next_wake, due)
-    left = dataclasses.replace(
-        decision, status=None, deferred_status=decision.status, next_wake=wake
-    )
+    left = dataclasses.replace(decision, status=None, deferred_status=later, next_wake=wake)
     return Deferred(left, since)
 
 

@@ -25,9 +25,12 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import ValidationError
+
 from punctual.clocks import Clock
 from punctual.core.decisions import Decision, JobToCreate
 from punctual.core.jobs import FINALIZER, JobSnapshot, owned_by
+from punctual.core.models import CronScheduleStatus, dump_status, parse_status
 from punctual.core.records import EventNote, JobToDelete
 from punctual.core.settling import settle_failures
 from punctual.core.times import format_time
@@ -167,11 +170,7 @@ class Applier:
             await self._create(schedule, create, applied)
         count_outcomes(self.metrics, namespace, name, decision, applied)
         if applied.failed and applied.schedule is not None:
-            if decision.status is None and decision.deferred_status is not None:
-                # The create went out on a claim made ahead, its status write left for
-                # later: record the failure on top of what that write would have said.
-                applied.schedule = {**applied.schedule, "status": decision.deferred_status}
-            await self._settle_failures(applied)
+            await self._settle_failures(applied, decision.deferred_status)
         # 4. History clean-up.
         for job in decision.prune:
             await self._delete(namespace, job, applied)
@@ -267,10 +266,17 @@ class Applier:
         for why in applied.failed.values():
             self.events.post(schedule, EventNote("Warning", "FailedCreate", why))
 
-    async def _settle_failures(self, applied: Applied) -> None:
-        """Write the claims whose Job can never be created as settled (see `settling`)."""
+    async def _settle_failures(self, applied: Applied, deferred: CronScheduleStatus | None) -> None:
+        """Write the claims whose Job can never be created as settled (see `settling`):
+        on the status as written, or, when the create went out on a claim made ahead
+        and its status write was left for later, on what that write would have said."""
         assert applied.schedule is not None
-        status = settle_failures(applied.schedule.get("status") or {}, applied.failed)
+        try:
+            base = deferred if deferred is not None else parse_status(applied.schedule)
+        except ValidationError as error:  # not ours to repair here: the next pass rebuilds it
+            logger.warning("recording failed creates: unreadable status: %s", error)
+            return
+        status = dump_status(settle_failures(base, applied.failed))
         try:
             await self._guard()
             applied.schedule = await self._call(put_status(self.api, applied.schedule, status))
