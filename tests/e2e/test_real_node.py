@@ -32,7 +32,7 @@ from typing import Any
 
 import pytest
 
-from punctual.core.jobs import ANNOTATION_TICK, LABEL_SCHEDULE
+from punctual.core.keys import ANNOTATION_TICK, LABEL_SCHEDULE
 
 from .conftest import REPO, Cluster
 from .operators import job_creates, parse, wait_until

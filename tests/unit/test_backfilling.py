@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from punctual.core.backfilling import BATCH, advance, begin, covers, read_request
-from punctual.core.keys import BACKFILL_ANNOTATION
+from punctual.core.keys import ANNOTATION_BACKFILL
 from punctual.core.models import Backfill, BackfillState, CronScheduleSpec
 from punctual.core.planning import tick_source
 
@@ -76,7 +76,7 @@ def test_a_cancel_stops_a_running_backfill() -> None:
 def test_a_decision_claims_backfill_ticks_like_any_other_and_they_never_count_as_runs() -> None:
     spec = spec_body(maxRuns=100)
     status = status_body(spec, cursor=T0)
-    body = schedule_body(spec, status, annotations={BACKFILL_ANNOTATION: ask()})
+    body = schedule_body(spec, status, annotations={ANNOTATION_BACKFILL: ask()})
     existing = [job(T0 - 12 * H)]  # already ran: reported as already done
     decision = run(body, existing, now=T0 + 10 * S)
     assert [c.name for c in decision.creates] == [n(T0 - h * H) for h in (11, 10, 9, 8, 7)]

@@ -19,7 +19,7 @@ import pytest
 from punctual.core.deciding import IN_FLIGHT_RECHECK, decide
 from punctual.core.decisions import Decision, Deferral, Leadership
 from punctual.core.jobs import JobSnapshot, JobState, manual_job_name
-from punctual.core.keys import TRIGGER_ANNOTATION
+from punctual.core.keys import ANNOTATION_TRIGGER
 from punctual.core.models import CronScheduleSpec, FiringOutcome
 from punctual.core.naming import job_name
 from punctual.core.planning import schedule_fingerprint
@@ -135,7 +135,7 @@ def schedule_body(
 ) -> dict[str, Any]:
     annotations = {"kubectl.kubernetes.io/last-applied-configuration": "{}", **(annotations or {})}
     if trigger is not None:
-        annotations[TRIGGER_ANNOTATION] = trigger
+        annotations[ANNOTATION_TRIGGER] = trigger
     body: dict[str, Any] = {
         "apiVersion": "punctual.dev/v1",
         "kind": "CronSchedule",

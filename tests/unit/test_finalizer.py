@@ -16,7 +16,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from punctual.core.decisions import Decision, Deferral, JobToRelease
-from punctual.core.jobs import FINALIZER, JobSnapshot, build_job
+from punctual.core.jobs import JobSnapshot, build_job
+from punctual.core.keys import FINALIZER
 from punctual.core.records import JobToDelete
 
 from .test_applying import JOBS, STATUS, RecordingApi, applier, create, schedule

@@ -26,7 +26,7 @@ from typing import Final
 
 from pydantic import Field, ValidationError
 
-from punctual.core.keys import BACKFILL_ANNOTATION
+from punctual.core.keys import ANNOTATION_BACKFILL
 from punctual.core.models import (
     Backfill,
     BackfillState,
@@ -69,7 +69,7 @@ class Step:
 
 def read_request(value: str) -> BackfillRequest | str:
     """The annotation's request, or why it is unusable (naming the field)."""
-    where = f"metadata.annotations[{BACKFILL_ANNOTATION}]"
+    where = f"metadata.annotations[{ANNOTATION_BACKFILL}]"
     try:
         request = BackfillRequest.model_validate(json.loads(value))
     except json.JSONDecodeError as error:
@@ -194,7 +194,7 @@ def backfill(
     """The next batch of a backfill, taken into one decision: a new request starts, a
     cancel stops, a running one advances. Ticks already done are never created again."""
     old = schedule.old.backfill
-    value = schedule.annotations.get(BACKFILL_ANNOTATION)
+    value = schedule.annotations.get(ANNOTATION_BACKFILL)
     try:
         source = tick_source(spec, uid=schedule.uid)
     except ScheduleError:

@@ -22,7 +22,7 @@ from datetime import datetime
 
 from punctual.core.decisions import JobToRelease
 from punctual.core.jobs import JobSnapshot, JobState, manual_job_name
-from punctual.core.keys import TRIGGER_ANNOTATION
+from punctual.core.keys import ANNOTATION_TRIGGER
 from punctual.core.models import CronScheduleSpec, FiringOutcome, InFlightClaim, RecordedFiring
 from punctual.core.naming import job_name
 from punctual.core.planning import TickPlan
@@ -129,7 +129,7 @@ def _manual_trigger(
 ) -> tuple[Candidate | None, tuple[EventNote, ...]]:
     """A trigger annotation with a request id not seen before fires once, now (see
     `triggers` for its two spellings). One that cannot be honoured is reported once."""
-    value = schedule.annotations.get(TRIGGER_ANNOTATION)
+    value = schedule.annotations.get(ANNOTATION_TRIGGER)
     last = schedule.old.last_trigger
     if not value or last in (value, request_id(value)):  # the raw value: an older operator's
         return None, ()
@@ -145,13 +145,13 @@ def _manual_trigger(
 def handled_trigger(schedule: ScheduleRead) -> str | None:
     """status.lastTrigger: the request id of the trigger annotation, handled in this
     decision or before (fired, skipped, or refused as unreadable)."""
-    value = schedule.annotations.get(TRIGGER_ANNOTATION)
+    value = schedule.annotations.get(ANNOTATION_TRIGGER)
     return request_id(value) if value else schedule.old.last_trigger
 
 
 def _asked(schedule: ScheduleRead, request: str | None) -> TriggerRequest | None:
     """The request `request` as the annotation still spells it, if it still does."""
-    value = schedule.annotations.get(TRIGGER_ANNOTATION)
+    value = schedule.annotations.get(ANNOTATION_TRIGGER)
     if request is None or not value:
         return None
     try:

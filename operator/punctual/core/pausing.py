@@ -24,7 +24,7 @@ from datetime import datetime
 
 from punctual.core.freezing import Freeze, FreezeAction, ended_between, freeze_over
 from punctual.core.jobs import JobState
-from punctual.core.keys import RESUME_ANNOTATION
+from punctual.core.keys import ANNOTATION_RESUME
 from punctual.core.models import (
     MAX_RECENT_FIRINGS,
     CronScheduleSpec,
@@ -71,7 +71,7 @@ def pause(schedule: ScheduleRead, spec: CronScheduleSpec) -> Pause:
     paused. A pause ends only by a resume request (`punctual resume`) or by removing
     pauseOnFailure from the spec: never by itself."""
     old = schedule.old
-    request = schedule.annotations.get(RESUME_ANNOTATION)
+    request = schedule.annotations.get(ANNOTATION_RESUME)
     resumed = request if request and request != old.last_resume else None
     if spec.pause_on_failure is None:
         return Pause(failures=None, failed=(), paused=False, resumed=resumed)

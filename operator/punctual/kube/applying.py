@@ -29,7 +29,8 @@ from pydantic import ValidationError
 
 from punctual.clocks import Clock
 from punctual.core.decisions import Decision, JobToCreate
-from punctual.core.jobs import FINALIZER, JobSnapshot, owned_by
+from punctual.core.jobs import JobSnapshot, owned_by
+from punctual.core.keys import FINALIZER
 from punctual.core.models import CronScheduleStatus, dump_status, parse_status
 from punctual.core.records import EventNote, JobToDelete
 from punctual.core.settling import settle_failures

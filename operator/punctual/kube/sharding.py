@@ -41,9 +41,9 @@ from typing import Any
 
 from punctual.clocks import Clock, Monotonic, monotonic
 from punctual.core.jobs import installation_label
+from punctual.core.keys import LABEL_MEMBER_OF
 from punctual.kube.client import Api, ApiError, NotFound
 from punctual.kube.leases import (
-    LABEL_MEMBER_OF,
     LeaderElector,
     LeaseConfig,
     LeaseRecord,
