@@ -1,6 +1,6 @@
 """Backfill: starting, cancelling and advancing a request, and a decision that carries one.
 
-The hourly schedule of test_deciding; a backfill asks for the 12 ticks of T0-12h..T0-1h.
+The hourly schedule of `builders`; a backfill asks for the 12 ticks of T0-12h..T0-1h.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from punctual.core.keys import ANNOTATION_BACKFILL
 from punctual.core.models import Backfill, BackfillState, CronScheduleSpec
 from punctual.core.planning import tick_source
 
-from .test_deciding import T0, H, S, job, n, run, schedule_body, spec_body, status_body
+from .builders import T0, H, S, job, n, run, schedule_body, spec_body, status_body
 
 SOURCE = tick_source(CronScheduleSpec.model_validate(spec_body()), uid="u")
 

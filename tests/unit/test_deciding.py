@@ -1,215 +1,63 @@
 """One decision for one schedule, as a table of cases around one fixed instant.
 
 T0 is the top of an hour and a tick of the hourly schedule most cases use, so
-"T0 - 3h" is three ticks ago. Bodies are raw dicts as the API server returns them;
-Jobs are JobSnapshots as the watch would report them. Each case lists spec, status
-and environment, then what the Decision must say. Case names read as the rule.
+"T0 - 3h" is three ticks ago (see `builders`, which makes the bodies and Jobs). Each
+case lists spec, status and environment, then what the Decision must say. Case names
+read as the rule.
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
 
-from punctual.core.deciding import IN_FLIGHT_RECHECK, decide
-from punctual.core.decisions import Decision, Deferral, Leadership
-from punctual.core.jobs import JobSnapshot, JobState, manual_job_name
-from punctual.core.keys import ANNOTATION_TRIGGER
-from punctual.core.models import CronScheduleSpec, FiringOutcome
-from punctual.core.naming import job_name
-from punctual.core.planning import schedule_fingerprint
+from punctual.core.deciding import IN_FLIGHT_RECHECK
+from punctual.core.decisions import Deferral
+from punctual.core.jobs import JobSnapshot, manual_job_name
+from punctual.core.models import FiringOutcome
 
-T0 = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
-S = timedelta(seconds=1)
-M = timedelta(minutes=1)
-H = timedelta(hours=1)
-MS = timedelta(milliseconds=1)
-
-NAME = "nightly-report"
-NAMESPACE = "reports"
-UID = "5f0c1e2d-7a4b-4c3d-9e8f-0a1b2c3d4e5f"
-OTHER_UID = "0b7e5f7a-5d0c-4a4e-9d7e-2f0f4a0c8a11"  # a deleted schedule of the same name
-HOURLY = "0 * * * *"
-CREATED = T0 - 30 * M
-GENERATION = 3
-LEADER = Leadership(epoch=7, identity="punctual-0")
-PREVIOUS_EPOCH = 6  # claims written by the leader before this one
-
-CREATED_ = FiringOutcome.CREATED
-SKIPPED = FiringOutcome.SKIPPED
-MISSED = FiringOutcome.MISSED
-REPLACED = FiringOutcome.REPLACED
-SUCCEEDED = FiringOutcome.SUCCEEDED
-FAILED = FiringOutcome.FAILED
-
-ACTIVE = JobState.ACTIVE
-DONE = JobState.SUCCEEDED
-BROKEN = JobState.FAILED
-
-TEMPLATE: dict[str, Any] = {
-    "metadata": {
-        "labels": {"team": "reports", "punctual.dev/schedule-uid": "forged"},
-        "annotations": {"owner": "alice@example.com"},
-    },
-    "spec": {
-        "backoffLimit": 2,
-        "template": {
-            "spec": {
-                "restartPolicy": "Never",
-                "containers": [{"name": "report", "image": "busybox", "args": ["true"]}],
-            }
-        },
-    },
-}
-
-
-# -- raw bodies ------------------------------------------------------------------------
-
-
-def iso(instant: datetime) -> str:
-    """RFC 3339 as the API server writes it (spelled out here, not by the code under test)."""
-    text = instant.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S")
-    if instant.microsecond:
-        text += f".{instant.microsecond:06d}"
-    return text + "Z"
-
-
-def n(tick: datetime) -> str:
-    """The Job name of a tick of the schedule."""
-    return job_name(NAME, tick)
-
-
-def spec_body(**overrides: Any) -> dict[str, Any]:
-    spec: dict[str, Any] = {"schedule": HOURLY, "jobTemplate": copy.deepcopy(TEMPLATE)}
-    spec.update(overrides)
-    return {k: v for k, v in spec.items() if v is not None}
-
-
-def fingerprint(spec: Mapping[str, Any]) -> str:
-    """The fingerprint the status carries once the spec has been decided on."""
-    return schedule_fingerprint(CronScheduleSpec.model_validate(spec))
-
-
-def status_body(
-    spec: Mapping[str, Any],
-    *,
-    cursor: datetime | None = None,
-    in_flight: Sequence[datetime] = (),
-    firings: Sequence[tuple[datetime, FiringOutcome]] = (),
-    last_trigger: str | None = None,
-    last_success: datetime | None = None,
-) -> dict[str, Any]:
-    """A status written by an earlier leader for `spec` (its fingerprint is current)."""
-    status: dict[str, Any] = {"scheduleFingerprint": fingerprint(spec)}
-    if cursor is not None:
-        status["lastScheduledTime"] = iso(cursor)
-    if in_flight:
-        status["inFlight"] = [
-            {"tick": iso(t), "job": n(t), "epoch": PREVIOUS_EPOCH} for t in in_flight
-        ]
-    if firings:
-        status["recentFirings"] = [
-            {"tick": iso(t), "job": n(t), "outcome": o.value, "epoch": PREVIOUS_EPOCH}
-            for t, o in firings
-        ]
-    if last_trigger is not None:
-        status["lastTrigger"] = last_trigger
-    if last_success is not None:
-        status["lastSuccessfulTime"] = iso(last_success)
-    return status
-
-
-def schedule_body(
-    spec: Mapping[str, Any] | None = None,
-    status: Mapping[str, Any] | None = None,
-    *,
-    trigger: str | None = None,
-    created: datetime = CREATED,
-    uid: str = UID,
-    annotations: Mapping[str, str] | None = None,
-) -> dict[str, Any]:
-    annotations = {"kubectl.kubernetes.io/last-applied-configuration": "{}", **(annotations or {})}
-    if trigger is not None:
-        annotations[ANNOTATION_TRIGGER] = trigger
-    body: dict[str, Any] = {
-        "apiVersion": "punctual.dev/v1",
-        "kind": "CronSchedule",
-        "metadata": {
-            "name": NAME,
-            "namespace": NAMESPACE,
-            "uid": uid,
-            "generation": GENERATION,
-            "resourceVersion": "4711",
-            "creationTimestamp": iso(created),
-            "annotations": annotations,
-        },
-        "spec": dict(spec if spec is not None else spec_body()),
-    }
-    if status is not None:
-        body["status"] = dict(status)
-    return body
-
-
-def job(
-    tick: datetime,
-    state: JobState = ACTIVE,
-    *,
-    finished: datetime | None = None,
-    schedule_uid: str = UID,
-    name: str | None = None,
-    deleting: bool = False,
-) -> JobSnapshot:
-    name = name or n(tick)
-    if state is not ACTIVE and finished is None:
-        finished = tick + 10 * M
-    return JobSnapshot(
-        name=name,
-        uid=f"uid-of-{name}-{schedule_uid[:4]}",
-        schedule_uid=schedule_uid,
-        tick=tick,
-        state=state,
-        created=tick + S,
-        finished_at=finished,
-        deleting=deleting,
-    )
-
-
-def run(body: Mapping[str, Any], jobs: Sequence[JobSnapshot] = (), *, now: datetime) -> Decision:
-    return decide(body, jobs, now=now, leadership=LEADER)
-
-
-def written(decision: Decision, old: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The status after the decision: what it writes, or the old one if it writes none."""
-    if decision.status is not None:
-        return decision.status
-    return dict(old or {})
-
-
-def condition(status: Mapping[str, Any], kind: str) -> dict[str, Any]:
-    [found] = [c for c in status.get("conditions", []) if c["type"] == kind]
-    return dict(found)
-
-
-def events(decision: Decision, reason: str) -> list[tuple[str, str]]:
-    return [(e.type, e.message) for e in decision.events if e.reason == reason]
-
-
-def settle(
-    spec: Mapping[str, Any], jobs: Sequence[JobSnapshot], *, now: datetime, status: Any = None
-) -> dict[str, Any]:
-    """Decide until the status stops changing (as the loop would), return that status."""
-    for _ in range(5):
-        decision = run(schedule_body(spec, status), jobs, now=now)
-        if decision.status is None:
-            return dict(status or {})
-        status = decision.status
-    raise AssertionError("the status never settled")
-
+from .builders import (
+    ACTIVE,
+    BROKEN,
+    CREATED,
+    CREATED_,
+    DONE,
+    GENERATION,
+    LEADER,
+    MISSED,
+    MS,
+    NAME,
+    NAMESPACE,
+    OTHER_UID,
+    PREVIOUS_EPOCH,
+    SKIPPED,
+    SUCCEEDED,
+    T0,
+    TEMPLATE,
+    UID,
+    H,
+    M,
+    S,
+    claimed_ahead_status,
+    condition,
+    events,
+    fingerprint,
+    iso,
+    job,
+    n,
+    parse_iso,
+    run,
+    schedule_body,
+    settle,
+    spec_body,
+    status_body,
+    written,
+)
 
 # -- the table -------------------------------------------------------------------------
 
@@ -933,10 +781,6 @@ def test_missed_ticks_are_recorded_with_their_count_and_a_warning(
     assert written(again, decision.status)["recentFirings"] == decision.status["recentFirings"]
 
 
-def parse_iso(text: str) -> datetime:
-    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
-
-
 # -- manual triggers -------------------------------------------------------------------
 
 
@@ -1200,15 +1044,6 @@ def test_seeing_a_claimed_job_only_resolves_the_claim_and_may_wait_for_the_next_
 
 
 # -- claims made ahead of their tick (claimed ahead) ----------------------------------
-
-
-def claimed_ahead_status(spec: Mapping[str, Any]) -> dict[str, Any]:
-    """T0 fired and succeeded, all recorded; T0 + H claimed ahead by the previous leader."""
-    start = status_body(spec, cursor=T0, firings=[(T0, SUCCEEDED)])
-    status = settle(spec, [job(T0, DONE)], now=T0 + 10 * M + S, status=start)
-    assert [c["job"] for c in status["inFlight"]] == [n(T0 + H)]
-    status["inFlight"] = [{**status["inFlight"][0], "epoch": PREVIOUS_EPOCH}]
-    return status
 
 
 def test_a_tick_claimed_ahead_fires_with_only_the_create_and_keeps_the_claim_epoch() -> None:

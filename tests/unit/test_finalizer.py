@@ -20,8 +20,7 @@ from punctual.core.jobs import JobSnapshot, build_job
 from punctual.core.keys import FINALIZER
 from punctual.core.records import JobToDelete
 
-from .test_applying import JOBS, STATUS, RecordingApi, applier, create, schedule
-from .test_deciding import (
+from .builders import (
     ACTIVE,
     DONE,
     T0,
@@ -34,6 +33,7 @@ from .test_deciding import (
     spec_body,
     status_body,
 )
+from .test_applying import JOBS, STATUS, RecordingApi, applier, create, schedule
 
 
 def held(snapshot: JobSnapshot, *, deleting: bool = False) -> JobSnapshot:

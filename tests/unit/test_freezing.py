@@ -23,7 +23,7 @@ from punctual.core.freezing import (
     selects,
 )
 
-from .test_deciding import LEADER, condition, iso, schedule_body, spec_body, status_body
+from .builders import LEADER, condition, iso, schedule_body, spec_body, status_body
 
 H = timedelta(hours=1)
 M = timedelta(minutes=1)

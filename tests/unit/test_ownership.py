@@ -14,7 +14,7 @@ from punctual.kube.client import ApiError, NotFound
 from punctual.kube.leases import Installations
 from punctual.runtime.reconciling import CONFLICT_RECHECK, Installation
 
-from .test_deciding import T0, schedule_body, spec_body
+from .builders import T0, schedule_body, spec_body
 from .test_reconciling import KEY, World
 
 A, B = "ops/punctual-leader", "canary/punctual-leader"

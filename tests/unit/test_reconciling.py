@@ -25,7 +25,7 @@ from punctual.kube.schedulewatching import pack
 from punctual.runtime.reconciling import UNAVAILABLE_RETRY, Reconciler
 from punctual.runtime.view import LeaderView
 
-from .test_deciding import (
+from .builders import (
     DONE,
     NAME,
     NAMESPACE,

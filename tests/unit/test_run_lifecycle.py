@@ -1,6 +1,6 @@
 """The run lifecycle beyond create-or-skip: buffering, pause on failure, suspend until, freshness.
 
-Same fixed instant and helpers as test_deciding: T0 is a tick of the hourly schedule.
+Same fixed instant and helpers (`builders`) as test_deciding: T0 is a tick of the hourly schedule.
 Each test names the rule it checks.
 """
 
@@ -13,7 +13,7 @@ from punctual.core.decisions import Decision
 from punctual.core.jobs import JobSnapshot, manual_job_name
 from punctual.core.keys import ANNOTATION_RESUME
 
-from .test_deciding import (
+from .builders import (
     BROKEN,
     CREATED_,
     DONE,
