@@ -17,11 +17,13 @@ from typing import Any
 
 from punctual.core.deciding import decide
 from punctual.core.decisions import Decision, Leadership
+from punctual.core.freezing import Freeze, read_freeze
 from punctual.core.jobs import JobSnapshot, JobState
 from punctual.core.keys import ANNOTATION_TRIGGER
 from punctual.core.models import CronScheduleSpec, FiringOutcome
 from punctual.core.naming import job_name
 from punctual.core.planning import schedule_fingerprint
+from punctual.core.records import ScheduleRead
 
 T0 = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
 S = timedelta(seconds=1)
@@ -221,3 +223,25 @@ def claimed_ahead_status(spec: Mapping[str, Any]) -> dict[str, Any]:
     assert [c["job"] for c in status["inFlight"]] == [n(T0 + H)]
     status["inFlight"] = [{**status["inFlight"][0], "epoch": PREVIOUS_EPOCH}]
     return status
+
+
+def read(
+    spec: Mapping[str, Any] | None = None,
+    status: Mapping[str, Any] | None = None,
+    jobs: Sequence[JobSnapshot] = (),
+    *,
+    annotations: Mapping[str, str] | None = None,
+) -> ScheduleRead:
+    """The schedule as one decision reads it (what each rule is given)."""
+    return ScheduleRead.from_body(schedule_body(spec, status, annotations=annotations), jobs)
+
+
+def window(name: str, start: datetime, end: datetime, action: str = "Skip") -> Freeze:
+    """A fixed FreezeWindow [start, end) in namespace `reports`, selecting every schedule."""
+    body = {
+        "metadata": {"namespace": NAMESPACE, "name": name},
+        "spec": {"from": iso(start), "to": iso(end), "action": action},
+    }
+    freeze = read_freeze(body)
+    assert isinstance(freeze, Freeze), freeze
+    return freeze
