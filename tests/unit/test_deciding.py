@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from punctual.core.deciding import IN_FLIGHT_RECHECK
-from punctual.core.decisions import Deferral
+from punctual.core.decisions import WriteDelay
 from punctual.core.jobs import JobSnapshot, manual_job_name
 from punctual.core.models import FiringOutcome
 
@@ -356,7 +356,7 @@ CASES = [
         "history 0: a due tick whose Job exists is recorded, not created again",
         # The claim was lost (a restored status), or claimed ahead and its status write
         # left for later: the Job is the record. The status write (cursor past the tick)
-        # goes first, never deferred, so pruning the Job then cannot bring the tick back.
+        # goes first, never delayed, so pruning the Job then cannot bring the tick back.
         spec={"successfulJobsHistoryLimit": 0},
         cursor=T0 - H,
         jobs=(job(T0, DONE), job(T0 - H, DONE)),
@@ -480,7 +480,7 @@ def test_decide(case: Case) -> None:
     for create in decision.creates:
         claimed_before = create.name in {c["job"] for c in status.get("inFlight", [])}
         if not claimed_before:
-            assert decision.status is not None and decision.deferral is Deferral.NEVER
+            assert decision.status is not None and decision.write_delay is WriteDelay.NEVER
             assert create.name in {c["job"] for c in after["inFlight"]}
 
 
@@ -548,7 +548,7 @@ def test_nothing_due_and_status_current_writes_nothing_and_sleeps_until_the_next
     # The next tick, on time, fires again, on the claim claimed ahead: no write first.
     fourth = run(schedule_body(spec, second.status), jobs, now=T0 + H)
     assert [c.name for c in fourth.creates] == [n(T0 + H)]
-    assert fourth.deferral is not Deferral.NEVER
+    assert fourth.write_delay is not WriteDelay.NEVER
 
 
 def test_an_unresolved_claim_asks_to_be_looked_at_again_before_the_next_tick() -> None:
@@ -1020,7 +1020,7 @@ def test_a_running_job_without_a_tick_annotation_does_not_make_every_pass_write(
     assert later.status is None
 
 
-def test_pruning_the_job_of_a_written_claim_is_never_deferred() -> None:
+def test_pruning_the_job_of_a_written_claim_is_never_delayed() -> None:
     spec = spec_body(successfulJobsHistoryLimit=0)
     decision = run(
         schedule_body(spec, status_body(spec, cursor=T0, in_flight=(T0,))),
@@ -1029,7 +1029,7 @@ def test_pruning_the_job_of_a_written_claim_is_never_deferred() -> None:
     )
     assert [p.name for p in decision.prune] == [n(T0)]
     assert decision.status is not None
-    assert decision.deferral is Deferral.NEVER
+    assert decision.write_delay is WriteDelay.NEVER
 
 
 def test_seeing_a_claimed_job_only_resolves_the_claim_and_may_wait_for_the_next_write() -> None:
@@ -1040,7 +1040,7 @@ def test_seeing_a_claimed_job_only_resolves_the_claim_and_may_wait_for_the_next_
     assert seen.creates == () and seen.prune == ()
     assert seen.status is not None
     assert [c["job"] for c in seen.status["inFlight"]] == [n(T0 + H)]  # only the one claimed ahead
-    assert seen.deferral is Deferral.RESOLVES_CLAIMS_ONLY
+    assert seen.write_delay is WriteDelay.RESOLVES_CLAIMS_ONLY
 
 
 # -- claims made ahead of their tick (claimed ahead) ----------------------------------
@@ -1050,7 +1050,7 @@ def test_a_tick_claimed_ahead_fires_with_only_the_create_and_keeps_the_claim_epo
     spec = spec_body()
     decision = run(schedule_body(spec, claimed_ahead_status(spec)), now=T0 + H)
     assert [c.name for c in decision.creates] == [n(T0 + H)]
-    assert decision.deferral is not Deferral.NEVER  # the claim is already written
+    assert decision.write_delay is not WriteDelay.NEVER  # the claim is already written
     assert decision.status is not None
     claims = {c["job"]: c["epoch"] for c in decision.status["inFlight"]}
     assert claims == {n(T0 + H): PREVIOUS_EPOCH, n(T0 + 2 * H): LEADER.epoch}
@@ -1062,7 +1062,7 @@ def test_a_tick_claimed_ahead_whose_job_exists_is_recorded_without_a_create() ->
         schedule_body(spec, claimed_ahead_status(spec)), [job(T0 + H)], now=T0 + H + 3 * S
     )
     assert decision.creates == ()
-    assert decision.status is not None and decision.deferral is not Deferral.NEVER
+    assert decision.status is not None and decision.write_delay is not WriteDelay.NEVER
     assert decision.status["lastScheduledTime"] == iso(T0 + H)
     assert [f["job"] for f in decision.status["recentFirings"]] == [n(T0 + H), n(T0)]
     assert decision.status["recentFirings"][0]["epoch"] == PREVIOUS_EPOCH
@@ -1078,7 +1078,7 @@ def test_a_tick_claimed_ahead_of_an_edited_schedule_never_fires() -> None:
         assert n(T0 + H) not in {c.name for c in decision.creates}, now
         assert decision.status is not None
         assert n(T0 + H) not in {c["job"] for c in decision.status["inFlight"]}
-        assert decision.deferral is Deferral.NEVER  # the edit is reported and written at once
+        assert decision.write_delay is WriteDelay.NEVER  # the edit is reported and written at once
 
 
 def test_a_tick_claimed_ahead_of_a_suspended_schedule_never_fires_and_its_claim_goes() -> None:
@@ -1092,7 +1092,7 @@ def test_a_tick_claimed_ahead_past_its_starting_deadline_is_missed_not_fired() -
     spec = spec_body(startingDeadlineSeconds=60)
     decision = run(schedule_body(spec, claimed_ahead_status(spec)), now=T0 + H + 5 * M)
     assert decision.creates == ()
-    assert decision.status is not None and decision.deferral is Deferral.NEVER
+    assert decision.status is not None and decision.write_delay is WriteDelay.NEVER
     assert decision.status["recentFirings"][0]["outcome"] == MISSED.value
     assert n(T0 + H) not in {c["job"] for c in decision.status["inFlight"]}
 
@@ -1102,7 +1102,7 @@ def test_forbid_decides_a_tick_claimed_ahead_when_it_comes_not_when_it_was_claim
     running = job(T0)  # the previous Job still runs at T0 + H
     decision = run(schedule_body(spec, claimed_ahead_status(spec)), [running], now=T0 + H)
     assert decision.creates == ()
-    assert decision.status is not None and decision.deferral is Deferral.NEVER
+    assert decision.status is not None and decision.write_delay is WriteDelay.NEVER
     [skip] = [f for f in decision.status["recentFirings"] if f["tick"] == iso(T0 + H)]
     assert skip["outcome"] == SKIPPED.value
     assert n(T0 + H) not in {c["job"] for c in decision.status["inFlight"]}

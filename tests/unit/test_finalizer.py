@@ -15,7 +15,7 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from punctual.core.decisions import Decision, Deferral, JobToRelease
+from punctual.core.decisions import Decision, JobToRelease, WriteDelay
 from punctual.core.jobs import JobSnapshot, build_job
 from punctual.core.keys import FINALIZER
 from punctual.core.records import JobToDelete
@@ -60,7 +60,7 @@ def test_a_job_deleted_while_its_claim_is_in_flight_is_released_after_the_status
     assert decision.release == (JobToRelease(n(T0), job(T0).uid),)
     assert decision.status is not None
     assert n(T0) not in [c["job"] for c in decision.status.get("inFlight", [])]
-    assert decision.deferral is Deferral.NEVER  # the claim must be resolved in writing first
+    assert decision.write_delay is WriteDelay.NEVER  # the claim must be resolved in writing first
 
 
 def test_a_job_deleted_after_its_firing_was_recorded_is_released_at_once() -> None:

@@ -17,7 +17,7 @@ from typing import Any
 from punctual.clocks import FixedClock
 from punctual.core.deciding import IN_FLIGHT_RECHECK
 from punctual.core.decisions import Decision
-from punctual.core.deferring import ROUTINE_HORIZON
+from punctual.core.delaying import ROUTINE_HORIZON
 from punctual.core.jobs import JobSnapshot
 from punctual.kube.applying import Applied, NotLeader, schedule_path
 from punctual.kube.client import NotFound, Unavailable

@@ -5,7 +5,7 @@ due, missed or skipped), `deciding` (THE CLAIM PROTOCOL, decided: the outline of
 decision), the rules it composes, each returning a frozen record (`claiming`,
 `overlapping`, `pausing`, `freezing`, `backfilling`, `finishing`, `succeeding`), the
 records they share (`records`), the one status builder (`status`), what the shell is
-handed (`decisions`, `creating`, `deferring`, `settling`), `keys` (every label,
+handed (`decisions`, `creating`, `delaying`, `settling`), `keys` (every label,
 annotation and finalizer key), `models`, `naming`, `jobs`, `ownership`, `stamping`,
 `triggers` and `times`.
 

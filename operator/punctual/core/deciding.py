@@ -20,7 +20,7 @@ once, and each step is a rule in a module of its own that returns a frozen recor
 `pausing` (suspension, pauseOnFailure, FreezeWindows), `overlapping`
 (concurrencyPolicy), `backfilling`, `finishing` (endTime, maxRuns), `succeeding`
 (successDeadlineSeconds). `status` turns the records into the status write, the Events
-and the metric labels; `deferring` says whether that write may wait.
+and the metric labels; `delaying` says whether that write may wait.
 
 What it must never do: talk to the API server, read the clock, or decide anything
 for a tick at or before the cursor (the planner guarantees that; in-flight claims are
@@ -40,14 +40,14 @@ from punctual.core import (
     backfilling,
     claiming,
     creating,
-    deferring,
+    delaying,
     finishing,
     overlapping,
     pausing,
     status,
     succeeding,
 )
-from punctual.core.decisions import Decision, Deferral, Leadership
+from punctual.core.decisions import Decision, Leadership, WriteDelay
 from punctual.core.freezing import Freeze, FreezeAction, freeze_over
 from punctual.core.jobs import JobSnapshot
 from punctual.core.models import (
@@ -199,7 +199,7 @@ def _decision(
     # 11. Whether the write may wait, and which Jobs being deleted may let go.
     new_status = dump_status(written.status)
     release, release_needs_status = claiming.release(schedule)
-    deferral = deferring.classify(
+    write_delay = delaying.classify(
         schedule.old,
         new_status,
         in_flight=claims.in_flight,
@@ -217,7 +217,7 @@ def _decision(
     )
     return Decision(
         status=None if new_status == dump_status(schedule.old) else new_status,
-        deferral=Deferral.NEVER if release_needs_status else deferral,
+        write_delay=WriteDelay.NEVER if release_needs_status else write_delay,
         replace=overlap.replaced,
         creates=tuple(
             creating.job_to_create(body, c, spec, leadership, uid=schedule.uid, now=now)

@@ -1,9 +1,9 @@
 """What a decision hands the shell: the Decision and the pieces it is made of.
 
-Why it exists: `deciding` makes a Decision; `kube.applying` applies it, `deferring` may
+Why it exists: `deciding` makes a Decision; `kube.applying` applies it, `delaying` may
 leave its status write for later, `runtime` schedules it and counts its metrics. They
 share these types, here, so that none of them imports the outline of a decision
-(`deciding`) for its types, and so that `deferring` can be used by `deciding` without a
+(`deciding`) for its types, and so that `delaying` can be used by `deciding` without a
 cycle.
 
 What it must never do: decide. It holds frozen data only. Like all of `punctual.core`,
@@ -21,7 +21,7 @@ from punctual.core.models import CronScheduleStatus
 from punctual.core.records import EventNote, JobToDelete, SkipReason
 
 
-class Deferral(Enum):
+class WriteDelay(Enum):
     """Whether a Decision's status write may wait for a later write to carry it."""
 
     NEVER = "never"  # it fences a create, reports something, or moves the cursor
@@ -62,11 +62,11 @@ class Decision:
     release: tuple[JobToRelease, ...] = ()
     events: tuple[EventNote, ...] = ()
     next_wake: datetime | None = None
-    # When and how the status write may wait for a later one (see `deferring`).
-    deferral: Deferral = Deferral.NEVER
-    # Set by `deferring` when the status is left for a later write: what that write will
+    # When and how the status write may wait for a later one (see `delaying`).
+    write_delay: WriteDelay = WriteDelay.NEVER
+    # Set by `delaying` when the status is left for a later write: what that write will
     # say, typed. A create that fails for good is settled on top of it, at once.
-    deferred_status: CronScheduleStatus | None = None
+    delayed_status: CronScheduleStatus | None = None
     # When its writes are needed: now for a create or a Replace, a new claim's tick for
     # a claim made ahead; None when nothing in it waits on a tick (a first status far
     # from its first tick, conditions, history). The shell lets due writes go first.

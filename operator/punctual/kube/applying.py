@@ -171,7 +171,7 @@ class Applier:
             await self._create(schedule, create, applied)
         count_outcomes(self.metrics, namespace, name, decision, applied)
         if applied.failed and applied.schedule is not None:
-            await self._settle_failures(applied, decision.deferred_status)
+            await self._settle_failures(applied, decision.delayed_status)
         # 4. History clean-up.
         for job in decision.prune:
             await self._delete(namespace, job, applied)
@@ -267,13 +267,13 @@ class Applier:
         for why in applied.failed.values():
             self.events.post(schedule, EventNote("Warning", "FailedCreate", why))
 
-    async def _settle_failures(self, applied: Applied, deferred: CronScheduleStatus | None) -> None:
+    async def _settle_failures(self, applied: Applied, delayed: CronScheduleStatus | None) -> None:
         """Write the claims whose Job can never be created as settled (see `settling`):
         on the status as written, or, when the create went out on a claim made ahead
         and its status write was left for later, on what that write would have said."""
         assert applied.schedule is not None
         try:
-            base = deferred if deferred is not None else parse_status(applied.schedule)
+            base = delayed if delayed is not None else parse_status(applied.schedule)
         except ValidationError as error:  # not ours to repair here: the next pass rebuilds it
             logger.warning("recording failed creates: unreadable status: %s", error)
             return

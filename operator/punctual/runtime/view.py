@@ -6,7 +6,7 @@ not see a Job just created or deleted. So the view keeps the schedule as the lea
 last write returned it, the Jobs it created or deleted that the watch has not
 delivered yet, and what decisions last read of each Job (so a Job's routine status
 updates wake nobody). It also remembers since when a schedule has status changes left
-unwritten (see core.deferring).
+unwritten (see core.delaying).
 
 What it must never do: write to the API server, decide, or outlive a leadership: a
 new leader starts with it cleared.

@@ -1,12 +1,15 @@
 """Whether a status write may wait, and until when: the policy that saves writes.
 
+(A *write delay*, here. The FreezeWindow action `Defer`, which holds ticks back, is a
+different thing and lives in `freezing` and `pausing`.)
+
 Why it exists: a status change that only follows the Jobs (one finished, a claim
 was seen created, the cursor moved over ticks claimed ahead) fences nothing. Left
 for the next write that must happen anyway (the next claim), it costs no request of
-its own. `deciding` says which kind of change a Decision makes (`Deferral`); this
-module says which kind (`classify`, called by `deciding`) and decides, from when the
-schedule's status was first left unwritten, whether to write now (`defer`), and returns
-the Decision the shell applies.
+its own. This module says which kind of change a Decision makes (`classify`, called by
+`deciding`, giving a `WriteDelay`) and decides, from when the schedule's status was
+first left unwritten, whether to write now (`delay_write`), and returns the Decision the
+shell applies.
 
 It also says which writes are routine (`routine`): those whose Decision waits on no
 tick within `ROUTINE_HORIZON` (`Decision.due_by`), such as a first claim for a tick a
@@ -14,9 +17,9 @@ year away. The shell lets routine writes queue behind due ones when the write pa
 busy, and looks at a postponed claim again a horizon before its tick at the latest
 (`routine_wake`), when it is due and goes first.
 
-What it must never do: defer a write that `deciding` marked `NEVER` (a new claim, a
-Replace, a prune the written status still protects, anything reported), or defer a
-bookkeeping write for longer than the delay, except behind due writes.
+What it must never do: delay a write marked `NEVER` (a new claim, a Replace, a prune
+the written status still protects, anything reported), or delay a bookkeeping write for
+longer than the status delay, except behind due writes.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from punctual.core.decisions import Decision, Deferral
+from punctual.core.decisions import Decision, WriteDelay
 from punctual.core.models import CronScheduleStatus, InFlightClaim, dump_status
 from punctual.core.records import JobToDelete
 
@@ -36,7 +39,7 @@ ROUTINE_HORIZON = timedelta(seconds=10)
 
 
 @dataclass(frozen=True, slots=True)
-class Deferred:
+class DelayedWrite:
     """The Decision to apply now, and since when the schedule has had status changes
     left unwritten (None: none). The shell forgets that instant once a write lands."""
 
@@ -44,28 +47,28 @@ class Deferred:
     unwritten_since: datetime | None
 
 
-def defer(
+def delay_write(
     decision: Decision, *, unwritten_since: datetime | None, now: datetime, delay: timedelta
-) -> Deferred:
-    """Leave `decision.status` for a later write when its Deferral allows it.
+) -> DelayedWrite:
+    """Leave `decision.status` for a later write when its WriteDelay allows it.
 
     RESOLVES_CLAIMS_ONLY waits for whatever write comes next, however late. BOOKKEEPING
     waits at most `delay` after the first change that was left unwritten; the Decision
     then wakes the schedule at that instant, so the write happens on time.
     """
-    if decision.status is None or decision.deferral is Deferral.NEVER:
-        return Deferred(decision, unwritten_since)
+    if decision.status is None or decision.write_delay is WriteDelay.NEVER:
+        return DelayedWrite(decision, unwritten_since)
     later = CronScheduleStatus.model_validate(decision.status)  # what a later write says
-    if decision.deferral is Deferral.RESOLVES_CLAIMS_ONLY:
-        left = dataclasses.replace(decision, status=None, deferred_status=later)
-        return Deferred(left, unwritten_since)
+    if decision.write_delay is WriteDelay.RESOLVES_CLAIMS_ONLY:
+        left = dataclasses.replace(decision, status=None, delayed_status=later)
+        return DelayedWrite(left, unwritten_since)
     since = now if unwritten_since is None else unwritten_since
     due = since + delay
     if now >= due:
-        return Deferred(decision, since)
+        return DelayedWrite(decision, since)
     wake = due if decision.next_wake is None else min(decision.next_wake, due)
-    left = dataclasses.replace(decision, status=None, deferred_status=later, next_wake=wake)
-    return Deferred(left, since)
+    left = dataclasses.replace(decision, status=None, delayed_status=later, next_wake=wake)
+    return DelayedWrite(left, since)
 
 
 def routine(decision: Decision, *, now: datetime) -> bool:
@@ -90,7 +93,7 @@ def classify(
     fences: bool,
     prune: Sequence[JobToDelete],
     over_ahead: bool,
-) -> Deferral:
+) -> WriteDelay:
     """Whether the status write may wait for a later write to carry it.
 
     It may when nothing in it fences a create (`fences`: no new claim, no Replace,
@@ -103,14 +106,14 @@ def classify(
     old_status = dump_status(old)
     old_claims = {c.job for c in old.in_flight}
     if fences or any(job.name in old_claims for job in prune):
-        return Deferral.NEVER
+        return WriteDelay.NEVER
     bookkeeping = _BOOKKEEPING + (_CURSOR if over_ahead else ())
     if _beyond(new_status, bookkeeping) != _beyond(old_status, bookkeeping):
-        return Deferral.NEVER
+        return WriteDelay.NEVER
     resolves_only = {c.job for c in in_flight} <= old_claims
     if resolves_only and _without(new_status, "inFlight") == _without(old_status, "inFlight"):
-        return Deferral.RESOLVES_CLAIMS_ONLY
-    return Deferral.BOOKKEEPING
+        return WriteDelay.RESOLVES_CLAIMS_ONLY
+    return WriteDelay.BOOKKEEPING
 
 
 # Status fields that only follow the Jobs: safe to write late, never needed to fence.

@@ -6,8 +6,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from punctual.core.decisions import Decision, Deferral
-from punctual.core.deferring import ROUTINE_HORIZON, defer, routine, routine_wake
+from punctual.core.decisions import Decision, WriteDelay
+from punctual.core.delaying import ROUTINE_HORIZON, delay_write, routine, routine_wake
 from punctual.core.models import CronScheduleStatus, dump_status
 from punctual.core.records import JobToDelete
 from punctual.core.settling import settle_failures
@@ -17,21 +17,23 @@ DELAY = timedelta(seconds=10)
 STATUS = {"lastScheduledTime": "2026-11-26T12:00:00Z"}
 
 
-def decision(deferral: Deferral, *, status: dict[str, str] | None = STATUS) -> Decision:
-    return Decision(status=status, deferral=deferral, next_wake=T0 + timedelta(hours=1))
+def decision(write_delay: WriteDelay, *, status: dict[str, str] | None = STATUS) -> Decision:
+    return Decision(status=status, write_delay=write_delay, next_wake=T0 + timedelta(hours=1))
 
 
 def test_never_is_written_now_and_keeps_the_unwritten_instant() -> None:
     since = T0 - timedelta(seconds=3)
-    result = defer(decision(Deferral.NEVER), unwritten_since=since, now=T0, delay=DELAY)
+    result = delay_write(decision(WriteDelay.NEVER), unwritten_since=since, now=T0, delay=DELAY)
     assert result.decision.status == STATUS
     assert result.unwritten_since == since  # forgotten by the shell once the write lands
 
 
 def test_bookkeeping_waits_up_to_the_delay_and_wakes_at_its_end() -> None:
-    result = defer(decision(Deferral.BOOKKEEPING), unwritten_since=None, now=T0, delay=DELAY)
+    result = delay_write(
+        decision(WriteDelay.BOOKKEEPING), unwritten_since=None, now=T0, delay=DELAY
+    )
     assert result.decision.status is None
-    assert result.decision.deferred_status == CronScheduleStatus.model_validate(STATUS)
+    assert result.decision.delayed_status == CronScheduleStatus.model_validate(STATUS)
     assert result.decision.next_wake == T0 + DELAY
     assert result.unwritten_since == T0
 
@@ -41,25 +43,27 @@ def test_bookkeeping_is_written_once_the_first_unwritten_change_is_delay_old(
     waited: float, written: bool
 ) -> None:
     since = T0 - timedelta(seconds=waited)
-    result = defer(decision(Deferral.BOOKKEEPING), unwritten_since=since, now=T0, delay=DELAY)
+    result = delay_write(
+        decision(WriteDelay.BOOKKEEPING), unwritten_since=since, now=T0, delay=DELAY
+    )
     assert (result.decision.status is not None) is written
     assert result.unwritten_since == since
 
 
 def test_resolving_claims_only_waits_for_whatever_write_comes_next() -> None:
     since = T0 - timedelta(hours=1)
-    result = defer(
-        decision(Deferral.RESOLVES_CLAIMS_ONLY), unwritten_since=since, now=T0, delay=DELAY
+    result = delay_write(
+        decision(WriteDelay.RESOLVES_CLAIMS_ONLY), unwritten_since=since, now=T0, delay=DELAY
     )
     assert result.decision.status is None
-    assert result.decision.deferred_status == CronScheduleStatus.model_validate(STATUS)
+    assert result.decision.delayed_status == CronScheduleStatus.model_validate(STATUS)
     assert result.decision.next_wake == T0 + timedelta(hours=1)  # no wake of its own
 
 
 def test_a_decision_without_status_passes_through_with_its_other_writes() -> None:
     prune = (JobToDelete("old", "u", "history"),)
-    plain = Decision(status=None, prune=prune, deferral=Deferral.BOOKKEEPING)
-    result = defer(plain, unwritten_since=None, now=T0, delay=DELAY)
+    plain = Decision(status=None, prune=prune, write_delay=WriteDelay.BOOKKEEPING)
+    result = delay_write(plain, unwritten_since=None, now=T0, delay=DELAY)
     assert result.decision is plain and result.unwritten_since is None
 
 
