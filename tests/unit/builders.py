@@ -200,7 +200,7 @@ def events(decision: Decision, reason: str) -> list[tuple[str, str]]:
     return [(e.type, e.message) for e in decision.events if e.reason == reason]
 
 
-def settle(
+def steady_status(
     spec: Mapping[str, Any], jobs: Sequence[JobSnapshot], *, now: datetime, status: Any = None
 ) -> dict[str, Any]:
     """Decide until the status stops changing (as the loop would), return that status."""
@@ -219,7 +219,7 @@ def parse_iso(text: str) -> datetime:
 def claimed_ahead_status(spec: Mapping[str, Any]) -> dict[str, Any]:
     """T0 fired and succeeded, all recorded; T0 + H claimed ahead by the previous leader."""
     start = status_body(spec, cursor=T0, firings=[(T0, SUCCEEDED)])
-    status = settle(spec, [job(T0, DONE)], now=T0 + 10 * M + S, status=start)
+    status = steady_status(spec, [job(T0, DONE)], now=T0 + 10 * M + S, status=start)
     assert [c["job"] for c in status["inFlight"]] == [n(T0 + H)]
     status["inFlight"] = [{**status["inFlight"][0], "epoch": PREVIOUS_EPOCH}]
     return status

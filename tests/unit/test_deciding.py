@@ -53,9 +53,9 @@ from .builders import (
     parse_iso,
     run,
     schedule_body,
-    settle,
     spec_body,
     status_body,
+    steady_status,
     written,
 )
 
@@ -805,7 +805,7 @@ def test_a_trigger_request_fires_once() -> None:
     assert same.creates == ()
     assert not events(same, "Triggered")
 
-    settled = settle(spec, jobs, now=now + M, status=first.status)
+    settled = steady_status(spec, jobs, now=now + M, status=first.status)
     again = run(schedule_body(spec, settled, trigger="req-1"), jobs, now=now + 5 * M)
     assert again.creates == ()
 
@@ -847,7 +847,7 @@ def test_suspended_creates_nothing_and_says_so_in_conditions() -> None:
 
 def test_suspending_and_resuming_each_leave_one_event() -> None:
     running = spec_body()
-    status = settle(running, [job(T0 - H, DONE)], now=T0 - 30 * M, status=None)
+    status = steady_status(running, [job(T0 - H, DONE)], now=T0 - 30 * M, status=None)
 
     paused_spec = spec_body(suspend=True)
     paused = run(schedule_body(paused_spec, status), now=T0 - 20 * M)
@@ -1015,7 +1015,7 @@ def test_a_running_job_without_a_tick_annotation_does_not_make_every_pass_write(
     stray = JobSnapshot(
         name=f"{NAME}-adhoc", uid="uid-adhoc", schedule_uid=UID, tick=None, state=ACTIVE
     )
-    status = settle(spec, [stray], now=T0 + 5 * M, status=status_body(spec, cursor=T0))
+    status = steady_status(spec, [stray], now=T0 + 5 * M, status=status_body(spec, cursor=T0))
     later = run(schedule_body(spec, status), [stray], now=T0 + 6 * M)
     assert later.status is None
 

@@ -298,7 +298,7 @@ async def test_a_deleted_schedules_held_jobs_are_released_so_they_can_go() -> No
         schedule_uid=UID,
         tick=T0,
         state=DONE,
-        held=True,
+        has_finalizer=True,
         namespace=NAMESPACE,
         schedule=NAME,
     )

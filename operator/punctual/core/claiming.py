@@ -224,7 +224,7 @@ def release(schedule: ScheduleRead) -> tuple[tuple[JobToRelease, ...], bool]:
     collection): their finalizer goes once their firing is recorded in the written
     status. True when one of them is still in flight as written: this decision's status,
     which resolves that claim (the Job is seen), must be written first."""
-    going = [j for j in schedule.ours if j.held and j.deleting]
+    going = [j for j in schedule.ours if j.has_finalizer and j.deleting]
     written_claims = {c.job for c in schedule.old.in_flight}
     released = tuple(JobToRelease(j.name, j.uid) for j in going)
     return released, any(j.name in written_claims for j in going)
@@ -263,7 +263,10 @@ def prune(
         )
         found += [
             JobToDelete(
-                j.name, j.uid, f"beyond {state.value.lower()} history limit {limit}", j.held
+                j.name,
+                j.uid,
+                f"beyond {state.value.lower()} history limit {limit}",
+                j.has_finalizer,
             )
             for j in done[limit:]
             if j.name not in keep

@@ -44,7 +44,7 @@ class JobToCreate:
 
 @dataclass(frozen=True, slots=True)
 class JobToRelease:
-    """A Job held by our finalizer, being deleted, whose firing the written status records
+    """A Job with our finalizer, being deleted, whose firing the written status records
     (or will, once this Decision's status is written): its finalizer may go."""
 
     name: str

@@ -63,7 +63,7 @@ class JobSnapshot:
     finished_at: datetime | None = None
     trigger: str | None = None
     deleting: bool = False  # a deletion has begun (deletionTimestamp, or ours in flight)
-    held: bool = False  # it carries our finalizer: it stays until we release it
+    has_finalizer: bool = False  # ours: the Job stays until we release it
     namespace: str = ""
     schedule: str = ""  # the schedule's name (label), to find it when it is gone
 
@@ -88,7 +88,7 @@ class JobSnapshot:
             finished_at=finished_at,
             trigger=annotations.get(ANNOTATION_TRIGGER),
             deleting=bool(meta.get("deletionTimestamp")),
-            held=FINALIZER in (meta.get("finalizers") or ()),
+            has_finalizer=FINALIZER in (meta.get("finalizers") or ()),
             namespace=str(meta.get("namespace", "")),
             schedule=str(labels.get(LABEL_SCHEDULE, "")),
         )

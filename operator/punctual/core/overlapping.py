@@ -95,7 +95,9 @@ def concurrency(
     newest = max(fresh, key=lambda c: c.tick)
     message = f"concurrencyPolicy Replace: superseded by {newest.job}"
     skips = tuple(Skip(c, SkipReason.REPLACE, message) for c in fresh if c.job != newest.job)
-    replaced = tuple(JobToDelete(j.name, j.uid, f"replaced by {newest.job}", j.held) for j in live)
+    replaced = tuple(
+        JobToDelete(j.name, j.uid, f"replaced by {newest.job}", j.has_finalizer) for j in live
+    )
     return Overlap((*recovered, newest), replaced=replaced, skips=skips)
 
 

@@ -145,7 +145,7 @@ def planned(
     paused: bool,
     now: datetime,
 ) -> CronScheduleSpec:
-    """The spec as planned now: suspended while paused or held by a Defer freeze; right
+    """The spec as planned now: suspended while paused or frozen by a Defer window; right
     after a Defer window, its ticks run as one RunLatest tick whatever their deadline."""
     if paused:
         return spec.model_copy(update={"suspend": True})

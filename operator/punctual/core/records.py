@@ -61,7 +61,7 @@ class JobToDelete:
     name: str
     uid: str
     reason: str
-    held: bool = False  # it carries our finalizer: released right after the delete
+    has_finalizer: bool = False  # ours: released right after the delete
 
 
 @dataclass(frozen=True, slots=True)

@@ -287,7 +287,8 @@ class Applier:
             logger.warning("recording failed creates: %s", error)
 
     async def _delete(self, namespace: str, job: JobToDelete, applied: Applied) -> None:
-        """Delete a Job (Replace, history); a held one is released right after, so it goes."""
+        """Delete a Job (Replace, history); one with our finalizer is released right after,
+        so it goes."""
         await self._guard()
         try:
             await self._call(
@@ -307,7 +308,7 @@ class Applier:
         except ApiError as error:
             logger.warning("deleting Job %s/%s (%s): %s", namespace, job.name, job.reason, error)
             return
-        if job.held:
+        if job.has_finalizer:
             await self.release(namespace, job.name, job.uid, applied)
 
     async def release(self, namespace: str, name: str, uid: str, applied: Applied) -> None:

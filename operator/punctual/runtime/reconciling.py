@@ -274,7 +274,7 @@ class Reconciler:
             return
         try:
             for job in self.view.jobs(uid):
-                if job.held:
+                if job.has_finalizer:
                     await role.applier.release(job.namespace, job.name, job.uid, applied)
         except NotLeader:
             return

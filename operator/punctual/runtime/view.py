@@ -110,13 +110,15 @@ class LeaderView:
         gone = self.deleted.get(uid, set())
         gone &= {n for n, j in seen.items() if not j.deleting}
         let_go = self.released.get(uid, set())
-        let_go &= {n for n, j in seen.items() if j.held}
+        let_go &= {n for n, j in seen.items() if j.has_finalizer}
         jobs = {**mine, **seen}
         if not gone and not let_go:
             return list(jobs.values())
         return [
             dataclasses.replace(
-                j, deleting=j.deleting or j.name in gone, held=j.held and j.name not in let_go
+                j,
+                deleting=j.deleting or j.name in gone,
+                has_finalizer=j.has_finalizer and j.name not in let_go,
             )
             if j.name in gone or j.name in let_go
             else j
@@ -131,7 +133,7 @@ class LeaderView:
         """Jobs that carry our finalizer, by their schedule's uid."""
         held: dict[str, list[JobSnapshot]] = {}
         for uid, store in self._jobs.items():
-            jobs = [j for j in store if j.held]
+            jobs = [j for j in store if j.has_finalizer]
             if jobs:
                 held[uid] = jobs
         return held
