@@ -11,6 +11,9 @@ uids), without calling croniter.
 What it must never do: accept an expression it cannot explain, report bad input any
 other way than by raising `ScheduleError` (whose message names the field), or know
 anything of time zones or of the CronSchedule resource.
+
+Over 500 lines on purpose: one grammar, read top to bottom in the order cronie reads a
+line; its error messages (one per way a field can be wrong) are most of the length.
 """
 
 from __future__ import annotations
