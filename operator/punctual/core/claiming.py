@@ -56,13 +56,12 @@ def fired_ahead(schedule: ScheduleRead, ahead: Ahead) -> list[InFlightClaim]:
     return sorted((c for c in ahead.values() if c.job in schedule.by_name), key=lambda c: c.tick)
 
 
-def fired_cursor(schedule: ScheduleRead, ahead: Ahead) -> datetime | None:
+def fired_cursor(schedule: ScheduleRead, fired: Sequence[InFlightClaim]) -> datetime | None:
     """The cursor as it really is: the written one, or the newest tick fired on a claim
-    made ahead. Planning from the written one alone would count those ticks again, and
-    call them missed (superseded) under RunLatest."""
-    fired = [c.tick for c in fired_ahead(schedule, ahead)]
+    made ahead (`fired`, from `fired_ahead`). Planning from the written one alone would
+    count those ticks again, and call them missed (superseded) under RunLatest."""
     cursor = schedule.old.last_scheduled_time
-    return max([*fired, *([cursor] if cursor is not None else [])], default=None)
+    return max([*(c.tick for c in fired), *([cursor] if cursor is not None else [])], default=None)
 
 
 @dataclass(frozen=True, slots=True)

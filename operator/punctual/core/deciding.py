@@ -87,8 +87,8 @@ def decide(
         # cursor moves to now then, and no tick of the invalid period fires.
         keep = {"schedule_fingerprint": "invalid-" + _raw_fingerprint(body.get("spec") or {})}
         return _invalid(schedule, describe_error(error), now=now, updates=keep)
-    # 2. What holds firing back: a pause after failures, FreezeWindows (a Defer window
-    #    plans like a pause, and wakes the schedule when it ends).
+    # 2. What stops firing for a while: a pause after failures, FreezeWindows (a Defer
+    #    window plans like a pause, and wakes the schedule when it ends).
     pause = pausing.pause(schedule, spec)
     labels = (body.get("metadata") or {}).get("labels") or {}
     frozen = tuple(f for f in freezes if f.selects(labels))
@@ -97,15 +97,17 @@ def decide(
     #    claimed ahead whose Job exists has fired, though the write saying so may wait.
     #    Under maxRuns, such a tick counts as a run too.
     ahead = claiming.claimed_ahead(schedule)
-    fired_ahead = len(claiming.fired_ahead(schedule, ahead))
+    fired_ahead = claiming.fired_ahead(schedule, ahead)
     plan = plan_ticks(
         pausing.planned(spec, schedule, frozen, paused=pause.paused or bool(defer_window), now=now),
         uid=schedule.uid,
         created=schedule.created,
-        cursor=claiming.fired_cursor(schedule, ahead),
+        cursor=claiming.fired_cursor(schedule, fired_ahead),
         fingerprint=old.schedule_fingerprint,
         now=now,
-        runs_left=None if spec.max_runs is None else spec.max_runs - (old.runs or 0) - fired_ahead,
+        runs_left=None
+        if spec.max_runs is None
+        else spec.max_runs - (old.runs or 0) - len(fired_ahead),
     )
     if plan.invalid is not None:
         kept = {"schedule_fingerprint": plan.fingerprint, "last_scheduled_time": plan.cursor}
