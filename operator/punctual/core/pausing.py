@@ -1,6 +1,6 @@
 """What keeps a schedule from firing for a while: suspension, pauses, freeze windows.
 
-Why it exists: three things hold firing back without deleting the schedule. The user's
+Why it exists: three things stop firing for a while without deleting the schedule. The user's
 suspension (`spec.suspend`, `spec.suspendUntil`); a pause after failures
 (`pauseOnFailure`: so many failed Jobs in a row pause firing until a resume request,
 `punctual resume`, or until pauseOnFailure leaves the spec); and FreezeWindows
