@@ -155,18 +155,20 @@ def conditions(
     ) -> tuple[Conditions, bool]:
         return _set(conds, kind, status, reason, message, now=now, generation=generation)
 
-    if s.invalid is not None:
+    if s.invalid is not None:  # the other conditions stay as written
         out, changed = put(old, "InvalidSpec", "True", "InvalidSpec", s.invalid)
-        out, _ = put(out, "Ready", *ready(s, had))
-        return out, (EventNote("Warning", "InvalidSpec", s.invalid),) if changed else ()
-    out, _ = put(old, "InvalidSpec", "False", "Valid", "")
-    out, suspended = _suspended(out, s, put)
-    out, _ = put(out, "Ready", *ready(s, had))
+        first: Notes = (EventNote("Warning", "InvalidSpec", s.invalid),) if changed else ()
+    else:
+        out, _ = put(old, "InvalidSpec", "False", "Valid", "")
+        out, first = _suspended(out, s, put)
+    out, _ = put(out, "Ready", *ready(s, had))  # the one place Ready is set
+    if s.invalid is not None:
+        return out, first
     out, finished = _finished(out, s, had, put)
     out, paused = _paused(out, s, had, put)
     out, stale = _stale(out, s, put)
     out, frozen = _frozen(out, s, had, put)
-    return out, suspended + finished + paused + stale + frozen
+    return out, first + finished + paused + stale + frozen
 
 
 def _suspended(out: Conditions, s: Standing, put: Setter) -> tuple[Conditions, Notes]:
