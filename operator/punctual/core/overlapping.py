@@ -63,8 +63,9 @@ def choose(
         first = buffer(spec, schedule, rest, recovering=recovering, now=now)
     else:
         dropped = unbuffered(schedule, spec.concurrency_policy)
-        chosen = concurrency(spec.concurrency_policy, rest, schedule.live, recovering=recovering)
-        first = dataclasses.replace(chosen, skips=dropped + chosen.skips)
+        first = concurrency(spec.concurrency_policy, rest, schedule.live, recovering=recovering)
+        if dropped:  # (replace is slow enough to matter on every decision)
+            first = dataclasses.replace(first, skips=dropped + first.skips)
     return _override(overriding, first, schedule.live)
 
 

@@ -272,17 +272,41 @@ class Written:
 
 def build(o: Outcome, *, now: datetime) -> Written:
     """The new status, the Events (in the order things happened), the skip labels."""
-    schedule, plan, overlap = o.schedule, o.plan, o.overlap
-    skips = (*o.freezing.skips, *overlap.skips)
-    fired = (
-        *o.gathered.fired,
-        *(_skipped(skip, o.epoch) for skip in o.freezing.skips),
-        *(_late(c, overlap.late_after, o.epoch) for c in overlap.late),
-        *(_skipped(skip, o.epoch) for skip in overlap.skips),
-        *o.claims.created,
-        *_grouped(plan, o.epoch),
+    schedule, plan = o.schedule, o.plan
+    conds, notes = conditions(
+        tuple(schedule.old.conditions), o.standing, now=now, generation=schedule.generation
     )
-    events = (
+    new, history = _fields(o, _firings(o), conds)
+    skips = (*o.freezing.skips, *o.overlap.skips)
+    counted = tuple(Counter(s.reason for s in skips).items()) if skips else ()
+    return Written(
+        status=new,
+        events=(*_events(o), *notes),
+        skipped=counted + tuple((SkipReason.MISSED_RUN_POLICY, g.count) for g in plan.skipped),
+        newly_failed=_newly_failed(schedule.old.recent_firings, history),
+    )
+
+
+def _firings(o: Outcome) -> tuple[RecordedFiring, ...]:
+    """What this decision records in status.recentFirings, in the order it happened."""
+    overlap, epoch = o.overlap, o.epoch
+    if not (o.freezing.skips or overlap.late or overlap.skips or o.plan.missed or o.plan.skipped):
+        return (*o.gathered.fired, *o.claims.created)  # the usual pass: nothing skipped
+    return (
+        *o.gathered.fired,
+        *(_skipped(skip, epoch) for skip in o.freezing.skips),
+        *(_late(c, overlap.late_after, epoch) for c in overlap.late),
+        *(_skipped(skip, epoch) for skip in overlap.skips),
+        *o.claims.created,
+        *_grouped(o.plan, epoch),
+    )
+
+
+def _events(o: Outcome) -> tuple[EventNote, ...]:
+    """The Events of the rules' records, in the order things happened (the conditions'
+    transitions come after them)."""
+    overlap = o.overlap
+    return (
         *o.gathered.notes,
         *([o.clash] if o.clash else []),
         *(_skip_note(skip) for skip in o.freezing.skips),
@@ -294,26 +318,14 @@ def build(o: Outcome, *, now: datetime) -> Written:
             for j in overlap.replaced
         ),
         *o.batch.notes,
-        *_grouped_notes(plan),
-    )
-    new, history = _fields(o, fired)
-    conds, notes = conditions(
-        tuple(new.conditions), o.standing, now=now, generation=schedule.generation
-    )
-    new = new.model_copy(update={"conditions": list(conds)})
-    by_policy = tuple((SkipReason.MISSED_RUN_POLICY, g.count) for g in plan.skipped)
-    return Written(
-        status=new,
-        events=(*events, *notes),
-        skipped=tuple(Counter(s.reason for s in skips).items()) + by_policy,
-        newly_failed=_newly_failed(schedule.old.recent_firings, history),
+        *_grouped_notes(o.plan),
     )
 
 
 def _fields(
-    o: Outcome, fired: Sequence[RecordedFiring]
+    o: Outcome, fired: Sequence[RecordedFiring], conds: Conditions
 ) -> tuple[CronScheduleStatus, list[RecordedFiring]]:
-    """Every field but the conditions, and the old firings with their outcomes brought up
+    """Every field of the new status, and the old firings with their outcomes brought up
     to date."""
     schedule, plan, claims = o.schedule, o.plan, o.claims
     old, ours = schedule.old, schedule.ours
@@ -359,6 +371,7 @@ def _fields(
         "backfill": o.batch.backfill or old.backfill,
         "installation": o.installation or old.installation,
         "observed_generation": schedule.generation,
+        "conditions": list(conds),
         "consecutive_failures": pause.failures,
         "last_successful_tick": fresh.last_tick,
     }
