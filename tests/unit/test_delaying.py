@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
 from punctual.core.decisions import Decision, WriteDelay
 from punctual.core.delaying import ROUTINE_HORIZON, delay_write, routine, routine_wake
-from punctual.core.models import CronScheduleStatus, dump_status
+from punctual.core.models import CronScheduleStatus, FiringOutcome, dump_status
 from punctual.core.records import JobToDelete
 from punctual.core.settling import settle_failures
 
@@ -68,7 +69,7 @@ def test_a_decision_without_status_passes_through_with_its_other_writes() -> Non
 
 
 def test_settling_a_failed_create_touches_only_its_entries() -> None:
-    raw = {
+    raw: dict[str, Any] = {
         "inFlight": [
             {"tick": "2026-11-26T12:01:00Z", "job": "a-1", "epoch": 1},
             {"tick": "2026-11-26T12:02:00Z", "job": "a-2", "epoch": 1},
@@ -89,11 +90,15 @@ def test_settling_a_failed_create_touches_only_its_entries() -> None:
     settled = settle_failures(status, {"a-1": "rejected"})
     assert [c.job for c in settled.in_flight] == ["a-2"]
     assert [a.name for a in settled.active] == ["a-0"] and settled.active_count == 1
-    assert [(f.job, f.outcome.value, f.reason) for f in settled.recent_firings] == [
-        ("a-2", "Created", None),
-        ("a-1", "Failed", "rejected"),
-        ("a-1", "Succeeded", None),
+    newest, failed, older = status.recent_firings
+    assert settled.recent_firings == [
+        newest,
+        failed.model_copy(update={"outcome": FiringOutcome.FAILED, "reason": "rejected"}),
+        older,
     ]
+    wire = {**raw["recentFirings"][1], "outcome": "Failed", "reason": "rejected"}
+    assert dump_status(settled)["recentFirings"][1].items() >= wire.items()
+    assert settled.in_flight == status.in_flight[1:] and settled.active == status.active[1:]
     assert settled.last_scheduled_time == status.last_scheduled_time
     assert [c.job for c in status.in_flight] == ["a-1", "a-2"]  # the input is not changed
     assert dump_status(status) == dump_status(CronScheduleStatus.model_validate(raw))

@@ -4,23 +4,24 @@ Why it exists: everything Punctual does to a schedule follows from (the schedule
 last read, its Jobs, the API server's time, the leader's epoch). `decide` is that
 function, pure, so that every policy (missed ticks, concurrency, manual triggers,
 history, in-flight recovery, status and conditions) is tested without a cluster. The
-shell (`kube.applying`) applies a Decision (`decisions`) in the order that keeps the
-invariants:
+shell (`kube.applying`, which numbers its own steps) applies a Decision (`decisions`)
+in the order that keeps the invariants:
 
-1. write `status` with the schedule's resourceVersion as precondition (the claim:
-   cursor moved, new ticks recorded in `inFlight`); a 409 means someone else wrote
-   first, and the whole Decision is dropped and made again from fresh state;
-2. delete the Jobs that `replace` names (concurrencyPolicy Replace);
-3. create `creates` (a 409 AlreadyExists from a Job we own means done);
-4. delete `prune` (history), never the Job of a tick still in flight.
+- write `status` with the schedule's resourceVersion as precondition (the claim:
+  cursor moved, new ticks recorded in `inFlight`); a 409 means someone else wrote
+  first, and the whole Decision is dropped and made again from fresh state;
+- then delete the Jobs that `replace` names (concurrencyPolicy Replace);
+- then create `creates` (a 409 AlreadyExists from a Job we own means done);
+- then delete `prune` (history), never the Job of a tick still in flight.
 
-This module is the outline of a decision, read top to bottom: `decide` names each step
-once, and each step is a rule in a module of its own that returns a frozen record:
-`claiming` (claims in flight, due ticks, a manual trigger, the claims written),
-`pausing` (suspension, pauseOnFailure, FreezeWindows), `overlapping`
-(concurrencyPolicy), `backfilling`, `finishing` (endTime, maxRuns), `succeeding`
-(successDeadlineSeconds). `status` turns the records into the status write, the Events
-and the metric labels; `delaying` says whether that write may wait.
+This module is the outline of a decision, read top to bottom: its steps are numbered 1
+to 12 once, across `decide`, `_rules` and `_decision`. Each step is a rule in a module
+of its own that returns a frozen record: `claiming` (claims in flight, due ticks, a
+manual trigger, the claims written), `pausing` (suspension, pauseOnFailure,
+FreezeWindows), `overlapping` (concurrencyPolicy), `backfilling`, `finishing` (endTime,
+maxRuns), `succeeding` (successDeadlineSeconds). `status` turns the records into the
+status write, the Events and the metric labels; `delaying` says whether that write may
+wait.
 
 What it must never do: talk to the API server, read the clock, or decide anything
 for a tick at or before the cursor (the planner guarantees that; in-flight claims are
