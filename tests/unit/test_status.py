@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -198,3 +199,9 @@ def test_a_paused_schedule_keeps_ready_as_it_was_across_passes() -> None:
     later = decide(schedule_body(spec, first.status), jobs, now=T0 - 20 * M, leadership=LEADER)
     status = later.status or first.status
     assert condition(status, "Ready")["lastTransitionTime"] == ready["lastTransitionTime"]
+
+
+def test_the_readme_lists_every_skip_label() -> None:
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    [row] = [line for line in readme.splitlines() if "punctual_ticks_skipped_total" in line]
+    assert [r.value for r in SkipReason if f"`{r.value}`" not in row] == []
