@@ -150,3 +150,29 @@ def test_the_frozen_check_sees_a_mutable_dataclass() -> None:
     assert mutable_dataclasses("@dataclass\nclass Draft:\n    x: int\n") == ["Draft"]
     assert mutable_dataclasses("@dataclass(slots=True)\nclass Draft:\n    x: int\n") == ["Draft"]
     assert mutable_dataclasses("@dataclass(frozen=True)\nclass Record:\n    x: int\n") == []
+
+
+def where_conditions_are_made(tree: ast.AST) -> set[str]:
+    """The functions that build a Condition or name the Ready condition."""
+    found: set[str] = set()
+    for func in ast.walk(tree):
+        if not isinstance(func, ast.FunctionDef):
+            continue
+        for node in ast.walk(func):
+            builds = (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id == "Condition"
+            )
+            if builds or (isinstance(node, ast.Constant) and node.value == "Ready"):
+                found.add(func.name)
+    return found
+
+
+def test_conditions_are_made_only_by_the_status_builder_and_ready_set_in_one_function() -> None:
+    makers = {
+        f"{path.stem}.{name}"
+        for path in CORE.rglob("*.py")
+        for name in where_conditions_are_made(ast.parse(path.read_text()))
+    }
+    assert makers == {"status._set", "status.conditions"}

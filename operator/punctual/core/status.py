@@ -9,7 +9,8 @@ condition makes the schedule not Ready is decided once, in `conditions`, by the 
 
     InvalidSpec > Paused > Finished > Suspended (or SuspendedUntil) > Ready (Scheduled)
 
-A Frozen schedule stays Ready: a freeze window holds ticks, the schedule is still sound.
+A Frozen schedule stays Ready: a FreezeWindow skips or defers ticks; the schedule itself
+is sound.
 
 What it must never do: decide policy (every choice is in a record it is given), change
 its arguments, or set a condition anywhere but `conditions`. Like all of `punctual.core`,
