@@ -30,7 +30,7 @@ from urllib.parse import urlparse
 import pytest
 import yaml
 
-from punctual.core.jobs import FINALIZER
+from punctual.core.keys import FINALIZER
 from punctual.kube.client import STRATEGIC_MERGE_PATCH, ApiError, KubeClient
 from punctual.kube.credentials import Credentials, load_kubeconfig
 

@@ -34,7 +34,8 @@ from typing import Any
 import pytest
 import yaml
 
-from punctual.core.jobs import LABEL_INSTALLATION, installation_label
+from punctual.core.jobs import installation_label
+from punctual.core.keys import LABEL_INSTALLATION
 
 from .conftest import REPO, Cluster
 from .operators import wait_until

@@ -22,13 +22,13 @@ from typing import Any
 
 import pytest
 
+from punctual.core.keys import FINALIZER
+
 from .conftest import Cluster
 from .operators import job_creates, now, operators, wait_until
 from .test_operator import apply, assert_exactly_once, created, leader_of, schedule
 
 pytestmark = pytest.mark.e2e
-
-FINALIZER = "punctual.dev/record-firing"
 
 
 @pytest.fixture

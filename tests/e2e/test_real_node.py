@@ -35,7 +35,7 @@ from typing import Any
 
 import pytest
 
-from punctual.core.jobs import ANNOTATION_TICK, LABEL_SCHEDULE
+from punctual.core.keys import ANNOTATION_TICK, LABEL_SCHEDULE
 from punctual.kube.client import ApiError, KubeClient
 
 from .bulk import create_rare, delete_rare

@@ -15,7 +15,9 @@ from typing import Any
 import pytest
 
 from punctual.clocks import FixedClock
-from punctual.core.deciding import Decision, Deferral, JobToCreate, JobToDelete
+from punctual.core.decisions import Decision, JobToCreate, WriteDelay
+from punctual.core.models import CronScheduleStatus
+from punctual.core.records import JobToDelete
 from punctual.kube.applying import FENCED, Applier, NotLeader
 from punctual.kube.client import AlreadyExists, ApiError, Conflict, Unavailable, retry_after_of
 from punctual.kube.events import EventRecorder
@@ -205,14 +207,14 @@ async def test_a_transient_failure_stays_pending() -> None:
     assert api.calls == [("replace", STATUS), ("create", f"{JOBS}/{name}")]
 
 
-async def test_a_rejected_create_on_a_deferred_status_settles_what_that_write_would_say() -> None:
+async def test_a_rejected_create_on_a_delayed_status_settles_what_that_write_would_say() -> None:
     name = "nightly-1"
     refused = ApiError(422, "Invalid", "spec.template: required")
     api = RecordingApi({("create", f"{JOBS}/{name}"): refused})
     decision = Decision(
         status=None,
-        deferral=Deferral.BOOKKEEPING,
-        deferred_status=CLAIM,
+        write_delay=WriteDelay.BOOKKEEPING,
+        delayed_status=CronScheduleStatus.model_validate(CLAIM),
         creates=(create(name),),
     )
     applied = await applier(api).apply(schedule(), decision)

@@ -1,6 +1,6 @@
 """Backfill: starting, cancelling and advancing a request, and a decision that carries one.
 
-The hourly schedule of test_deciding; a backfill asks for the 12 ticks of T0-12h..T0-1h.
+The hourly schedule of `builders`; a backfill asks for the 12 ticks of T0-12h..T0-1h.
 """
 
 from __future__ import annotations
@@ -9,18 +9,12 @@ import json
 from datetime import datetime
 from typing import Any
 
-from punctual.core.backfilling import (
-    BACKFILL_ANNOTATION,
-    BATCH,
-    advance,
-    begin,
-    covers,
-    read_request,
-)
+from punctual.core.backfilling import BATCH, advance, begin, covers, read_request
+from punctual.core.keys import ANNOTATION_BACKFILL
 from punctual.core.models import Backfill, BackfillState, CronScheduleSpec
 from punctual.core.planning import tick_source
 
-from .test_deciding import T0, H, S, job, n, run, schedule_body, spec_body, status_body
+from .builders import T0, H, S, job, n, run, schedule_body, spec_body, status_body
 
 SOURCE = tick_source(CronScheduleSpec.model_validate(spec_body()), uid="u")
 
@@ -82,7 +76,7 @@ def test_a_cancel_stops_a_running_backfill() -> None:
 def test_a_decision_claims_backfill_ticks_like_any_other_and_they_never_count_as_runs() -> None:
     spec = spec_body(maxRuns=100)
     status = status_body(spec, cursor=T0)
-    body = schedule_body(spec, status, annotations={BACKFILL_ANNOTATION: ask()})
+    body = schedule_body(spec, status, annotations={ANNOTATION_BACKFILL: ask()})
     existing = [job(T0 - 12 * H)]  # already ran: reported as already done
     decision = run(body, existing, now=T0 + 10 * S)
     assert [c.name for c in decision.creates] == [n(T0 - h * H) for h in (11, 10, 9, 8, 7)]

@@ -1,220 +1,63 @@
 """One decision for one schedule, as a table of cases around one fixed instant.
 
 T0 is the top of an hour and a tick of the hourly schedule most cases use, so
-"T0 - 3h" is three ticks ago. Bodies are raw dicts as the API server returns them;
-Jobs are JobSnapshots as the watch would report them. Each case lists spec, status
-and environment, then what the Decision must say. Case names read as the rule.
+"T0 - 3h" is three ticks ago (see `builders`, which makes the bodies and Jobs). Each
+case lists spec, status and environment, then what the Decision must say. Case names
+read as the rule.
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
 
-from punctual.core.deciding import (
-    IN_FLIGHT_RECHECK,
-    TRIGGER_ANNOTATION,
-    Decision,
-    Deferral,
-    Leadership,
-    decide,
+from punctual.core.deciding import IN_FLIGHT_RECHECK
+from punctual.core.decisions import WriteDelay
+from punctual.core.jobs import JobSnapshot, manual_job_name
+from punctual.core.models import FiringOutcome
+
+from .builders import (
+    ACTIVE,
+    BROKEN,
+    CREATED,
+    CREATED_,
+    DONE,
+    GENERATION,
+    LEADER,
+    MISSED,
+    MS,
+    NAME,
+    NAMESPACE,
+    OTHER_UID,
+    PREVIOUS_EPOCH,
+    SKIPPED,
+    SUCCEEDED,
+    T0,
+    TEMPLATE,
+    UID,
+    H,
+    M,
+    S,
+    claimed_ahead_status,
+    condition,
+    events,
+    fingerprint,
+    iso,
+    job,
+    n,
+    parse_iso,
+    run,
+    schedule_body,
+    spec_body,
+    status_body,
+    steady_status,
+    written,
 )
-from punctual.core.jobs import JobSnapshot, JobState, manual_job_name
-from punctual.core.models import CronScheduleSpec, FiringOutcome
-from punctual.core.naming import job_name
-from punctual.core.planning import schedule_fingerprint
-
-T0 = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
-S = timedelta(seconds=1)
-M = timedelta(minutes=1)
-H = timedelta(hours=1)
-MS = timedelta(milliseconds=1)
-
-NAME = "nightly-report"
-NAMESPACE = "reports"
-UID = "5f0c1e2d-7a4b-4c3d-9e8f-0a1b2c3d4e5f"
-OTHER_UID = "0b7e5f7a-5d0c-4a4e-9d7e-2f0f4a0c8a11"  # a deleted schedule of the same name
-HOURLY = "0 * * * *"
-CREATED = T0 - 30 * M
-GENERATION = 3
-LEADER = Leadership(epoch=7, identity="punctual-0")
-PREVIOUS_EPOCH = 6  # claims written by the leader before this one
-
-CREATED_ = FiringOutcome.CREATED
-SKIPPED = FiringOutcome.SKIPPED
-MISSED = FiringOutcome.MISSED
-REPLACED = FiringOutcome.REPLACED
-SUCCEEDED = FiringOutcome.SUCCEEDED
-FAILED = FiringOutcome.FAILED
-
-ACTIVE = JobState.ACTIVE
-DONE = JobState.SUCCEEDED
-BROKEN = JobState.FAILED
-
-TEMPLATE: dict[str, Any] = {
-    "metadata": {
-        "labels": {"team": "reports", "punctual.dev/schedule-uid": "forged"},
-        "annotations": {"owner": "alice@example.com"},
-    },
-    "spec": {
-        "backoffLimit": 2,
-        "template": {
-            "spec": {
-                "restartPolicy": "Never",
-                "containers": [{"name": "report", "image": "busybox", "args": ["true"]}],
-            }
-        },
-    },
-}
-
-
-# -- raw bodies ------------------------------------------------------------------------
-
-
-def iso(instant: datetime) -> str:
-    """RFC 3339 as the API server writes it (spelled out here, not by the code under test)."""
-    text = instant.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S")
-    if instant.microsecond:
-        text += f".{instant.microsecond:06d}"
-    return text + "Z"
-
-
-def n(tick: datetime) -> str:
-    """The Job name of a tick of the schedule."""
-    return job_name(NAME, tick)
-
-
-def spec_body(**overrides: Any) -> dict[str, Any]:
-    spec: dict[str, Any] = {"schedule": HOURLY, "jobTemplate": copy.deepcopy(TEMPLATE)}
-    spec.update(overrides)
-    return {k: v for k, v in spec.items() if v is not None}
-
-
-def fingerprint(spec: Mapping[str, Any]) -> str:
-    """The fingerprint the status carries once the spec has been decided on."""
-    return schedule_fingerprint(CronScheduleSpec.model_validate(spec))
-
-
-def status_body(
-    spec: Mapping[str, Any],
-    *,
-    cursor: datetime | None = None,
-    in_flight: Sequence[datetime] = (),
-    firings: Sequence[tuple[datetime, FiringOutcome]] = (),
-    last_trigger: str | None = None,
-    last_success: datetime | None = None,
-) -> dict[str, Any]:
-    """A status written by an earlier leader for `spec` (its fingerprint is current)."""
-    status: dict[str, Any] = {"scheduleFingerprint": fingerprint(spec)}
-    if cursor is not None:
-        status["lastScheduledTime"] = iso(cursor)
-    if in_flight:
-        status["inFlight"] = [
-            {"tick": iso(t), "job": n(t), "epoch": PREVIOUS_EPOCH} for t in in_flight
-        ]
-    if firings:
-        status["recentFirings"] = [
-            {"tick": iso(t), "job": n(t), "outcome": o.value, "epoch": PREVIOUS_EPOCH}
-            for t, o in firings
-        ]
-    if last_trigger is not None:
-        status["lastTrigger"] = last_trigger
-    if last_success is not None:
-        status["lastSuccessfulTime"] = iso(last_success)
-    return status
-
-
-def schedule_body(
-    spec: Mapping[str, Any] | None = None,
-    status: Mapping[str, Any] | None = None,
-    *,
-    trigger: str | None = None,
-    created: datetime = CREATED,
-    uid: str = UID,
-    annotations: Mapping[str, str] | None = None,
-) -> dict[str, Any]:
-    annotations = {"kubectl.kubernetes.io/last-applied-configuration": "{}", **(annotations or {})}
-    if trigger is not None:
-        annotations[TRIGGER_ANNOTATION] = trigger
-    body: dict[str, Any] = {
-        "apiVersion": "punctual.dev/v1",
-        "kind": "CronSchedule",
-        "metadata": {
-            "name": NAME,
-            "namespace": NAMESPACE,
-            "uid": uid,
-            "generation": GENERATION,
-            "resourceVersion": "4711",
-            "creationTimestamp": iso(created),
-            "annotations": annotations,
-        },
-        "spec": dict(spec if spec is not None else spec_body()),
-    }
-    if status is not None:
-        body["status"] = dict(status)
-    return body
-
-
-def job(
-    tick: datetime,
-    state: JobState = ACTIVE,
-    *,
-    finished: datetime | None = None,
-    schedule_uid: str = UID,
-    name: str | None = None,
-    deleting: bool = False,
-) -> JobSnapshot:
-    name = name or n(tick)
-    if state is not ACTIVE and finished is None:
-        finished = tick + 10 * M
-    return JobSnapshot(
-        name=name,
-        uid=f"uid-of-{name}-{schedule_uid[:4]}",
-        schedule_uid=schedule_uid,
-        tick=tick,
-        state=state,
-        created=tick + S,
-        finished_at=finished,
-        deleting=deleting,
-    )
-
-
-def run(body: Mapping[str, Any], jobs: Sequence[JobSnapshot] = (), *, now: datetime) -> Decision:
-    return decide(body, jobs, now=now, leadership=LEADER)
-
-
-def written(decision: Decision, old: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The status after the decision: what it writes, or the old one if it writes none."""
-    if decision.status is not None:
-        return decision.status
-    return dict(old or {})
-
-
-def condition(status: Mapping[str, Any], kind: str) -> dict[str, Any]:
-    [found] = [c for c in status.get("conditions", []) if c["type"] == kind]
-    return dict(found)
-
-
-def events(decision: Decision, reason: str) -> list[tuple[str, str]]:
-    return [(e.type, e.message) for e in decision.events if e.reason == reason]
-
-
-def settle(
-    spec: Mapping[str, Any], jobs: Sequence[JobSnapshot], *, now: datetime, status: Any = None
-) -> dict[str, Any]:
-    """Decide until the status stops changing (as the loop would), return that status."""
-    for _ in range(5):
-        decision = run(schedule_body(spec, status), jobs, now=now)
-        if decision.status is None:
-            return dict(status or {})
-        status = decision.status
-    raise AssertionError("the status never settled")
-
 
 # -- the table -------------------------------------------------------------------------
 
@@ -513,7 +356,7 @@ CASES = [
         "history 0: a due tick whose Job exists is recorded, not created again",
         # The claim was lost (a restored status), or claimed ahead and its status write
         # left for later: the Job is the record. The status write (cursor past the tick)
-        # goes first, never deferred, so pruning the Job then cannot bring the tick back.
+        # goes first, never delayed, so pruning the Job then cannot bring the tick back.
         spec={"successfulJobsHistoryLimit": 0},
         cursor=T0 - H,
         jobs=(job(T0, DONE), job(T0 - H, DONE)),
@@ -637,7 +480,7 @@ def test_decide(case: Case) -> None:
     for create in decision.creates:
         claimed_before = create.name in {c["job"] for c in status.get("inFlight", [])}
         if not claimed_before:
-            assert decision.status is not None and decision.deferral is Deferral.NEVER
+            assert decision.status is not None and decision.write_delay is WriteDelay.NEVER
             assert create.name in {c["job"] for c in after["inFlight"]}
 
 
@@ -705,7 +548,7 @@ def test_nothing_due_and_status_current_writes_nothing_and_sleeps_until_the_next
     # The next tick, on time, fires again, on the claim claimed ahead: no write first.
     fourth = run(schedule_body(spec, second.status), jobs, now=T0 + H)
     assert [c.name for c in fourth.creates] == [n(T0 + H)]
-    assert fourth.deferral is not Deferral.NEVER
+    assert fourth.write_delay is not WriteDelay.NEVER
 
 
 def test_an_unresolved_claim_asks_to_be_looked_at_again_before_the_next_tick() -> None:
@@ -938,10 +781,6 @@ def test_missed_ticks_are_recorded_with_their_count_and_a_warning(
     assert written(again, decision.status)["recentFirings"] == decision.status["recentFirings"]
 
 
-def parse_iso(text: str) -> datetime:
-    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
-
-
 # -- manual triggers -------------------------------------------------------------------
 
 
@@ -966,7 +805,7 @@ def test_a_trigger_request_fires_once() -> None:
     assert same.creates == ()
     assert not events(same, "Triggered")
 
-    settled = settle(spec, jobs, now=now + M, status=first.status)
+    settled = steady_status(spec, jobs, now=now + M, status=first.status)
     again = run(schedule_body(spec, settled, trigger="req-1"), jobs, now=now + 5 * M)
     assert again.creates == ()
 
@@ -1008,7 +847,7 @@ def test_suspended_creates_nothing_and_says_so_in_conditions() -> None:
 
 def test_suspending_and_resuming_each_leave_one_event() -> None:
     running = spec_body()
-    status = settle(running, [job(T0 - H, DONE)], now=T0 - 30 * M, status=None)
+    status = steady_status(running, [job(T0 - H, DONE)], now=T0 - 30 * M, status=None)
 
     paused_spec = spec_body(suspend=True)
     paused = run(schedule_body(paused_spec, status), now=T0 - 20 * M)
@@ -1176,12 +1015,12 @@ def test_a_running_job_without_a_tick_annotation_does_not_make_every_pass_write(
     stray = JobSnapshot(
         name=f"{NAME}-adhoc", uid="uid-adhoc", schedule_uid=UID, tick=None, state=ACTIVE
     )
-    status = settle(spec, [stray], now=T0 + 5 * M, status=status_body(spec, cursor=T0))
+    status = steady_status(spec, [stray], now=T0 + 5 * M, status=status_body(spec, cursor=T0))
     later = run(schedule_body(spec, status), [stray], now=T0 + 6 * M)
     assert later.status is None
 
 
-def test_pruning_the_job_of_a_written_claim_is_never_deferred() -> None:
+def test_pruning_the_job_of_a_written_claim_is_never_delayed() -> None:
     spec = spec_body(successfulJobsHistoryLimit=0)
     decision = run(
         schedule_body(spec, status_body(spec, cursor=T0, in_flight=(T0,))),
@@ -1190,7 +1029,7 @@ def test_pruning_the_job_of_a_written_claim_is_never_deferred() -> None:
     )
     assert [p.name for p in decision.prune] == [n(T0)]
     assert decision.status is not None
-    assert decision.deferral is Deferral.NEVER
+    assert decision.write_delay is WriteDelay.NEVER
 
 
 def test_seeing_a_claimed_job_only_resolves_the_claim_and_may_wait_for_the_next_write() -> None:
@@ -1201,26 +1040,17 @@ def test_seeing_a_claimed_job_only_resolves_the_claim_and_may_wait_for_the_next_
     assert seen.creates == () and seen.prune == ()
     assert seen.status is not None
     assert [c["job"] for c in seen.status["inFlight"]] == [n(T0 + H)]  # only the one claimed ahead
-    assert seen.deferral is Deferral.RESOLVES_CLAIMS_ONLY
+    assert seen.write_delay is WriteDelay.RESOLVES_CLAIMS_ONLY
 
 
 # -- claims made ahead of their tick (claimed ahead) ----------------------------------
-
-
-def claimed_ahead_status(spec: Mapping[str, Any]) -> dict[str, Any]:
-    """T0 fired and succeeded, all recorded; T0 + H claimed ahead by the previous leader."""
-    start = status_body(spec, cursor=T0, firings=[(T0, SUCCEEDED)])
-    status = settle(spec, [job(T0, DONE)], now=T0 + 10 * M + S, status=start)
-    assert [c["job"] for c in status["inFlight"]] == [n(T0 + H)]
-    status["inFlight"] = [{**status["inFlight"][0], "epoch": PREVIOUS_EPOCH}]
-    return status
 
 
 def test_a_tick_claimed_ahead_fires_with_only_the_create_and_keeps_the_claim_epoch() -> None:
     spec = spec_body()
     decision = run(schedule_body(spec, claimed_ahead_status(spec)), now=T0 + H)
     assert [c.name for c in decision.creates] == [n(T0 + H)]
-    assert decision.deferral is not Deferral.NEVER  # the claim is already written
+    assert decision.write_delay is not WriteDelay.NEVER  # the claim is already written
     assert decision.status is not None
     claims = {c["job"]: c["epoch"] for c in decision.status["inFlight"]}
     assert claims == {n(T0 + H): PREVIOUS_EPOCH, n(T0 + 2 * H): LEADER.epoch}
@@ -1232,7 +1062,7 @@ def test_a_tick_claimed_ahead_whose_job_exists_is_recorded_without_a_create() ->
         schedule_body(spec, claimed_ahead_status(spec)), [job(T0 + H)], now=T0 + H + 3 * S
     )
     assert decision.creates == ()
-    assert decision.status is not None and decision.deferral is not Deferral.NEVER
+    assert decision.status is not None and decision.write_delay is not WriteDelay.NEVER
     assert decision.status["lastScheduledTime"] == iso(T0 + H)
     assert [f["job"] for f in decision.status["recentFirings"]] == [n(T0 + H), n(T0)]
     assert decision.status["recentFirings"][0]["epoch"] == PREVIOUS_EPOCH
@@ -1248,7 +1078,7 @@ def test_a_tick_claimed_ahead_of_an_edited_schedule_never_fires() -> None:
         assert n(T0 + H) not in {c.name for c in decision.creates}, now
         assert decision.status is not None
         assert n(T0 + H) not in {c["job"] for c in decision.status["inFlight"]}
-        assert decision.deferral is Deferral.NEVER  # the edit is reported and written at once
+        assert decision.write_delay is WriteDelay.NEVER  # the edit is reported and written at once
 
 
 def test_a_tick_claimed_ahead_of_a_suspended_schedule_never_fires_and_its_claim_goes() -> None:
@@ -1262,7 +1092,7 @@ def test_a_tick_claimed_ahead_past_its_starting_deadline_is_missed_not_fired() -
     spec = spec_body(startingDeadlineSeconds=60)
     decision = run(schedule_body(spec, claimed_ahead_status(spec)), now=T0 + H + 5 * M)
     assert decision.creates == ()
-    assert decision.status is not None and decision.deferral is Deferral.NEVER
+    assert decision.status is not None and decision.write_delay is WriteDelay.NEVER
     assert decision.status["recentFirings"][0]["outcome"] == MISSED.value
     assert n(T0 + H) not in {c["job"] for c in decision.status["inFlight"]}
 
@@ -1272,7 +1102,7 @@ def test_forbid_decides_a_tick_claimed_ahead_when_it_comes_not_when_it_was_claim
     running = job(T0)  # the previous Job still runs at T0 + H
     decision = run(schedule_body(spec, claimed_ahead_status(spec)), [running], now=T0 + H)
     assert decision.creates == ()
-    assert decision.status is not None and decision.deferral is Deferral.NEVER
+    assert decision.status is not None and decision.write_delay is WriteDelay.NEVER
     [skip] = [f for f in decision.status["recentFirings"] if f["tick"] == iso(T0 + H)]
     assert skip["outcome"] == SKIPPED.value
     assert n(T0 + H) not in {c["job"] for c in decision.status["inFlight"]}

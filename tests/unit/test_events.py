@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from punctual.clocks import FixedClock
-from punctual.core.deciding import EventNote
+from punctual.core.records import EventNote
 from punctual.kube.client import ApiError
 from punctual.kube.events import EventRecorder
 

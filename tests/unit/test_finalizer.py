@@ -15,11 +15,12 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from punctual.core.deciding import Decision, Deferral, JobToDelete, JobToRelease
-from punctual.core.jobs import FINALIZER, JobSnapshot, build_job
+from punctual.core.decisions import Decision, JobToRelease, WriteDelay
+from punctual.core.jobs import JobSnapshot, build_job
+from punctual.core.keys import FINALIZER
+from punctual.core.records import JobToDelete
 
-from .test_applying import JOBS, STATUS, RecordingApi, applier, create, schedule
-from .test_deciding import (
+from .builders import (
     ACTIVE,
     DONE,
     T0,
@@ -32,10 +33,11 @@ from .test_deciding import (
     spec_body,
     status_body,
 )
+from .test_applying import JOBS, STATUS, RecordingApi, applier, create, schedule
 
 
 def held(snapshot: JobSnapshot, *, deleting: bool = False) -> JobSnapshot:
-    return dataclasses.replace(snapshot, held=True, deleting=deleting)
+    return dataclasses.replace(snapshot, has_finalizer=True, deleting=deleting)
 
 
 def test_every_job_is_created_with_the_finalizer_beside_the_templates_own() -> None:
@@ -45,7 +47,7 @@ def test_every_job_is_created_with_the_finalizer_beside_the_templates_own() -> N
         schedule=schedule_body(spec), job_name="x-1", tick=T0, epoch=1, leader="punctual-0"
     )
     assert body["metadata"]["finalizers"] == ["example.com/keep", FINALIZER]
-    assert JobSnapshot.from_body(body).held
+    assert JobSnapshot.from_body(body).has_finalizer
 
 
 def test_a_job_deleted_while_its_claim_is_in_flight_is_released_after_the_status() -> None:
@@ -58,7 +60,7 @@ def test_a_job_deleted_while_its_claim_is_in_flight_is_released_after_the_status
     assert decision.release == (JobToRelease(n(T0), job(T0).uid),)
     assert decision.status is not None
     assert n(T0) not in [c["job"] for c in decision.status.get("inFlight", [])]
-    assert decision.deferral is Deferral.NEVER  # the claim must be resolved in writing first
+    assert decision.write_delay is WriteDelay.NEVER  # the claim must be resolved in writing first
 
 
 def test_a_job_deleted_after_its_firing_was_recorded_is_released_at_once() -> None:
@@ -81,7 +83,10 @@ def test_history_clean_up_deletes_and_releases_its_held_jobs() -> None:
     status = status_body(spec, cursor=T0 + H)
     jobs = [held(job(T0, DONE)), held(job(T0 + H, DONE)), job(T0 - H, DONE)]
     decision = run(schedule_body(spec, status), jobs, now=T0 + H + 30 * M)
-    assert {(d.name, d.held) for d in decision.prune} == {(n(T0), True), (n(T0 - H), False)}
+    assert {(d.name, d.has_finalizer) for d in decision.prune} == {
+        (n(T0), True),
+        (n(T0 - H), False),
+    }
 
 
 async def test_the_applier_writes_the_status_before_it_releases() -> None:
@@ -112,7 +117,7 @@ async def test_a_held_job_is_deleted_then_released() -> None:
         status=None,
         creates=(create("nightly-2"),),
         prune=(
-            JobToDelete("nightly-0", "u0", "history", held=True),
+            JobToDelete("nightly-0", "u0", "history", has_finalizer=True),
             JobToDelete("nightly-old", "u9", "history"),
         ),
     )

@@ -11,18 +11,19 @@ from typing import Any
 
 import pytest
 
-from punctual.core.deciding import Decision, decide
+from punctual.core.deciding import decide
+from punctual.core.decisions import Decision
 from punctual.core.freezing import (
     Freeze,
     FreezeAction,
     Selector,
     ended_between,
-    holding,
+    freeze_over,
     read_freeze,
     selects,
 )
 
-from .test_deciding import LEADER, condition, iso, schedule_body, spec_body, status_body
+from .builders import LEADER, condition, iso, schedule_body, spec_body, status_body
 
 H = timedelta(hours=1)
 M = timedelta(minutes=1)
@@ -89,7 +90,7 @@ def test_a_recurring_window_follows_its_zone_across_spring_forward() -> None:
     assert freeze.window_at(SPRING - M) is None
     assert freeze.window_at(SPRING) == (SPRING, SPRING + 2 * H)
     assert freeze.window_at(SPRING + 2 * H) is None  # end exclusive
-    assert holding([freeze], SPRING + H) == (freeze, SPRING + 2 * H)
+    assert freeze_over([freeze], SPRING + H) == (freeze, SPRING + 2 * H)
     assert ended_between([freeze], SPRING, SPRING + 3 * H, FreezeAction.SKIP) == SPRING + 2 * H
 
 

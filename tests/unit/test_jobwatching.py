@@ -11,7 +11,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from punctual.core.jobs import FINALIZER, JobSnapshot
+from punctual.core.jobs import JobSnapshot
+from punctual.core.keys import FINALIZER
 from punctual.kube.jobwatching import JobIndex
 
 NS = "team"

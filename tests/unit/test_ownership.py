@@ -9,13 +9,13 @@ from typing import Any
 import pytest
 
 from punctual.clocks import FixedClock
-from punctual.core.deciding import EventNote
 from punctual.core.ownership import Ownership, ownership
+from punctual.core.records import EventNote
 from punctual.kube.client import ApiError, NotFound
 from punctual.kube.leases import Installations
 from punctual.runtime.reconciling import CONFLICT_RECHECK, Installation
 
-from .test_deciding import T0, schedule_body, spec_body
+from .builders import T0, schedule_body, spec_body
 from .test_reconciling import KEY, World
 
 A, B = "ops/punctual-leader", "canary/punctual-leader"

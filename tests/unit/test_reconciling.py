@@ -15,8 +15,9 @@ from datetime import timedelta
 from typing import Any
 
 from punctual.clocks import FixedClock
-from punctual.core.deciding import IN_FLIGHT_RECHECK, Decision
-from punctual.core.deferring import ROUTINE_HORIZON
+from punctual.core.deciding import IN_FLIGHT_RECHECK
+from punctual.core.decisions import Decision
+from punctual.core.delaying import ROUTINE_HORIZON
 from punctual.core.jobs import JobSnapshot
 from punctual.kube.applying import Applied, NotLeader, schedule_path
 from punctual.kube.client import NotFound, Unavailable
@@ -25,7 +26,7 @@ from punctual.kube.sharding import shard_of
 from punctual.runtime.reconciling import UNAVAILABLE_RETRY, Reconciler, Role, Roles
 from punctual.runtime.view import LeaderView
 
-from .test_deciding import (
+from .builders import (
     DONE,
     NAME,
     NAMESPACE,
@@ -302,7 +303,7 @@ async def test_a_deleted_schedules_held_jobs_are_released_so_they_can_go() -> No
         schedule_uid=UID,
         tick=T0,
         state=DONE,
-        held=True,
+        has_finalizer=True,
         namespace=NAMESPACE,
         schedule=NAME,
     )

@@ -1,6 +1,6 @@
 """The run lifecycle beyond create-or-skip: buffering, pause on failure, suspend until, freshness.
 
-Same fixed instant and helpers as test_deciding: T0 is a tick of the hourly schedule.
+Same fixed instant and helpers (`builders`) as test_deciding: T0 is a tick of the hourly schedule.
 Each test names the rule it checks.
 """
 
@@ -9,10 +9,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from punctual.core.deciding import RESUME_ANNOTATION, Decision
+from punctual.core.decisions import Decision
 from punctual.core.jobs import JobSnapshot, manual_job_name
+from punctual.core.keys import ANNOTATION_RESUME
 
-from .test_deciding import (
+from .builders import (
     BROKEN,
     CREATED_,
     DONE,
@@ -181,7 +182,7 @@ def test_a_paused_schedule_stays_paused_by_itself_and_a_resume_request_resumes_i
     later = run(schedule_body(spec, status), jobs, now=T0 + 5 * H + S)
     assert later.creates == ()
     assert later.status is None or condition(later.status, "Paused")["status"] == "True"
-    resumed = run(schedule_body(spec, status, annotations={RESUME_ANNOTATION: "r1"}), jobs,
+    resumed = run(schedule_body(spec, status, annotations={ANNOTATION_RESUME: "r1"}), jobs,
                   now=T0 + 5 * H + S)  # fmt: skip
     assert resumed.status is not None
     assert condition(resumed.status, "Paused")["status"] == "False"
@@ -189,7 +190,7 @@ def test_a_paused_schedule_stays_paused_by_itself_and_a_resume_request_resumes_i
     assert events(resumed, "Resumed")
     # The ticks of the pause are a backlog under missedRunPolicy (RunLatest: the newest).
     assert [c.name for c in resumed.creates] == [n(T0 + 5 * H)]
-    again = run(schedule_body(spec, resumed.status, annotations={RESUME_ANNOTATION: "r1"}),
+    again = run(schedule_body(spec, resumed.status, annotations={ANNOTATION_RESUME: "r1"}),
                 jobs, now=T0 + 5 * H + 2 * S)  # fmt: skip
     assert again.status is None or condition(again.status, "Paused")["status"] == "False"
 

@@ -23,7 +23,7 @@ from punctual.core.planning import (
     tick_source,
 )
 
-from .test_deciding import LEADER, NAME, UID, condition, iso, job, schedule_body, spec_body
+from .builders import LEADER, NAME, UID, condition, iso, job, schedule_body, spec_body
 
 T0 = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
 S = timedelta(seconds=1)

@@ -16,7 +16,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from punctual.core.deciding import Leadership, decide
+from punctual.core.deciding import decide
+from punctual.core.decisions import Leadership
 from punctual.core.jobs import build_job
 from punctual.core.stamping import (
     ANNOTATIONS,

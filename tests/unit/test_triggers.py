@@ -9,8 +9,10 @@ from typing import Any
 
 import pytest
 
-from punctual.core.deciding import TRIGGER_ANNOTATION, Decision, Leadership, decide
+from punctual.core.deciding import decide
+from punctual.core.decisions import Decision, Leadership
 from punctual.core.jobs import JobSnapshot, JobState, manual_job_name
+from punctual.core.keys import ANNOTATION_TRIGGER
 from punctual.core.models import ConcurrencyPolicy
 from punctual.core.naming import job_name
 from punctual.core.triggers import TriggerError, TriggerRequest, parse_trigger
@@ -84,7 +86,7 @@ def test_the_cli_spelling_reads_back_as_written() -> None:
 
 
 def body(trigger: str | None, *, policy: str = "Allow", last: str | None = None) -> dict[str, Any]:
-    annotations = {} if trigger is None else {TRIGGER_ANNOTATION: trigger}
+    annotations = {} if trigger is None else {ANNOTATION_TRIGGER: trigger}
     status: dict[str, Any] = {"lastScheduledTime": "2026-11-25T12:00:00Z", "observedGeneration": 1}
     if last is not None:
         status["lastTrigger"] = last

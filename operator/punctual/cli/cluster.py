@@ -64,7 +64,7 @@ def add_trigger_command(subparsers: Any) -> None:
 
 
 def _trigger(arguments: argparse.Namespace, context: Context) -> int:
-    from punctual.core.deciding import TRIGGER_ANNOTATION
+    from punctual.core.keys import ANNOTATION_TRIGGER
     from punctual.core.triggers import (
         MAX_TRIGGER_REASON,
         TriggerError,
@@ -99,7 +99,7 @@ def _trigger(arguments: argparse.Namespace, context: Context) -> int:
                 "the trigger names nobody",
                 file=context.stderr,
             )
-        patch = {"metadata": {"annotations": {TRIGGER_ANNOTATION: asked.annotation()}}}
+        patch = {"metadata": {"annotations": {ANNOTATION_TRIGGER: asked.annotation()}}}
         return await api.patch(path, patch)
 
     done = _on_schedule(arguments, context, ask)
@@ -221,10 +221,10 @@ def add_resume_command(subparsers: Any) -> None:
 
 
 def _resume(arguments: argparse.Namespace, context: Context) -> int:
-    from punctual.core.pausing import RESUME_ANNOTATION
+    from punctual.core.keys import ANNOTATION_RESUME
 
     request = new_request_id()
-    patch = {"metadata": {"annotations": {RESUME_ANNOTATION: request}}}
+    patch = {"metadata": {"annotations": {ANNOTATION_RESUME: request}}}
     done = _on_schedule(arguments, context, lambda api, path: api.patch(path, patch))
     if done is None:
         return 1
@@ -271,7 +271,8 @@ def add_backfill_command(subparsers: Any) -> None:
 def _backfill(arguments: argparse.Namespace, context: Context) -> int:
     import json
 
-    from punctual.core.backfilling import BACKFILL_ANNOTATION, read_request
+    from punctual.core.backfilling import read_request
+    from punctual.core.keys import ANNOTATION_BACKFILL
 
     request: dict[str, Any] = {"request": new_request_id()}
     if arguments.cancel:
@@ -288,7 +289,7 @@ def _backfill(arguments: argparse.Namespace, context: Context) -> int:
         return 2
     if arguments.dry_run:
         return _backfill_dry_run(arguments, problem, context)
-    patch = {"metadata": {"annotations": {BACKFILL_ANNOTATION: json.dumps(request)}}}
+    patch = {"metadata": {"annotations": {ANNOTATION_BACKFILL: json.dumps(request)}}}
     done = _on_schedule(arguments, context, lambda api, path: api.patch(path, patch))
     if done is None:
         return 1
@@ -311,7 +312,7 @@ def _backfill_dry_run(arguments: argparse.Namespace, request: Any, context: Cont
     from datetime import timedelta
 
     from punctual.core.backfilling import MAX_BACKFILL_TICKS
-    from punctual.core.jobs import LABEL_SCHEDULE_UID
+    from punctual.core.keys import LABEL_SCHEDULE_UID
     from punctual.core.models import CronScheduleSpec
     from punctual.core.naming import job_name
     from punctual.core.planning import tick_source

@@ -1,10 +1,13 @@
 """The pure core: what Punctual decides, apart from doing it.
 
 `schedules` (cron text to UTC ticks), `planning` (THE TICK PLANNER: which ticks are
-due, missed or skipped), `deciding` (THE CLAIM PROTOCOL, decided: what to claim,
-create, delete and record), the rules a decision applies (`overlapping`, `pausing`,
-`backfilling`, `finishing`, `succeeding`) and what it is assembled from (`drafting`),
-`models`, `naming`, `jobs` and `times`.
+due, missed or skipped), `deciding` (THE CLAIM PROTOCOL, decided: the outline of one
+decision), the rules it composes, each returning a frozen record (`claiming`,
+`overlapping`, `pausing`, `freezing`, `backfilling`, `finishing`, `succeeding`), the
+records they share (`records`), the one status builder (`status`), what the shell is
+handed (`decisions`, `creating`, `delaying`, `settling`), `keys` (every label,
+annotation and finalizer key), `models`, `naming`, `jobs`, `ownership`, `stamping`,
+`triggers` and `times`.
 
 What it must never do: read a clock, touch the network or the disk, or import the
 shell (`punctual.kube`, `punctual.runtime`, `punctual.cli`), kopf, aiohttp,

@@ -11,8 +11,9 @@ already done, total, the newest tick considered) lives in status.backfill, writt
 the claims, so a failover resumes where it stopped; a new request with `cancel` stops it.
 
 This module holds the request's format, the pure steps (start, cancel, and advance by one
-batch) and `backfill`, which takes the next batch into a decision (`deciding` calls it).
-It never talks to the API server or reads the clock.
+batch) and `backfill`, which returns the next batch of a decision as a `Batch` record
+(`deciding` calls it, `status` writes it). It never talks to the API server, reads the
+clock, or changes its arguments.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Final
 
 from pydantic import Field, ValidationError
 
-from punctual.core.drafting import Candidate, Draft, EventNote, EventType, Schedule
+from punctual.core.keys import ANNOTATION_BACKFILL
 from punctual.core.models import (
     Backfill,
     BackfillState,
@@ -38,10 +39,10 @@ from punctual.core.models import (
 )
 from punctual.core.naming import job_name
 from punctual.core.planning import tick_source
+from punctual.core.records import Candidate, EventNote, EventType, ScheduleRead
 from punctual.core.schedules import ScheduleError, TickSource
 from punctual.core.stamping import FiringKind
 
-BACKFILL_ANNOTATION: Final = "punctual.dev/backfill"
 MAX_BACKFILL_TICKS: Final = 10_000
 BATCH: Final = 5  # Jobs a backfill creates per decision at most: paced, not a herd
 PACE: Final = timedelta(seconds=1)  # between batches
@@ -68,7 +69,7 @@ class Step:
 
 def read_request(value: str) -> BackfillRequest | str:
     """The annotation's request, or why it is unusable (naming the field)."""
-    where = f"metadata.annotations[{BACKFILL_ANNOTATION}]"
+    where = f"metadata.annotations[{ANNOTATION_BACKFILL}]"
     try:
         request = BackfillRequest.model_validate(json.loads(value))
     except json.JSONDecodeError as error:
@@ -172,32 +173,43 @@ def covers(backfill: Backfill | None, tick: datetime) -> bool:
     return backfill is not None and any(s.start <= tick < s.to for s in backfill.covered)
 
 
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """A backfill in one decision: the Jobs to create, status.backfill after it (None:
+    no backfill), the Events about it, and when to take the next batch."""
+
+    fills: tuple[Candidate, ...] = ()
+    backfill: Backfill | None = None
+    notes: tuple[EventNote, ...] = ()
+    wake: datetime | None = None
+
+
 def backfill(
-    schedule: Schedule,
+    schedule: ScheduleRead,
     spec: CronScheduleSpec,
     creates: Sequence[Candidate],
-    draft: Draft,
     *,
     now: datetime,
-) -> tuple[list[Candidate], datetime | None]:
+) -> Batch:
     """The next batch of a backfill, taken into one decision: a new request starts, a
     cancel stops, a running one advances. Ticks already done are never created again."""
     old = schedule.old.backfill
-    value = schedule.annotations.get(BACKFILL_ANNOTATION)
+    value = schedule.annotations.get(ANNOTATION_BACKFILL)
     try:
         source = tick_source(spec, uid=schedule.uid)
     except ScheduleError:
-        return [], None
+        return Batch()
     current = old
+    notes: list[EventNote] = []
     if value:
         started = begin(value, old, source, now)
         if started is not None:
             current = started.backfill
             if started.note:
                 kind: EventType = "Warning" if current.state is BackfillState.INVALID else "Normal"
-                draft.events.append(EventNote(kind, "Backfill", started.note))
+                notes.append(EventNote(kind, "Backfill", started.note))
     if current is None:
-        return [], None
+        return Batch()
     recorded = {f.job for f in schedule.old.recent_firings if f.job is not None}
     recorded |= {c.job for c in schedule.old.in_flight} | {c.job for c in creates}
 
@@ -208,13 +220,12 @@ def backfill(
     running = len(schedule.live) + len(creates)
     step = advance(current, source, already=already, running=running, now=now)
     if step.note:
-        draft.events.append(EventNote("Normal", "Backfill", step.note))
-    draft.backfill = step.backfill
-    fills = [
+        notes.append(EventNote("Normal", "Backfill", step.note))
+    fills = tuple(
         Candidate(job_name(schedule.name, tick), tick, kind=FiringKind.BACKFILL)
         for tick in step.ticks
-    ]
-    return fills, step.wake
+    )
+    return Batch(fills, step.backfill, tuple(notes), step.wake)
 
 
 def _cover(backfill: Backfill, until: datetime | None) -> list[Span]:

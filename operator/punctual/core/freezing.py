@@ -9,9 +9,9 @@ inside are skipped, the window named as the reason) or `Defer` (they wait, and r
 when the window ends, as one RunLatest tick).
 
 This module reads FreezeWindow objects into typed values and answers, purely, "which
-freezes hold this schedule at this instant, and until when?". It never talks to the API
-server, reads the clock, or decides what fires: `deciding` and `pausing` do, with these
-answers.
+window freezes this schedule at this instant, and until when?" (`freeze_over`). It never
+talks to the API server, reads the clock, or decides what fires: `deciding` and
+`pausing` do, with these answers.
 """
 
 from __future__ import annotations
@@ -146,10 +146,10 @@ def selects(selector: Selector, labels: Mapping[str, str]) -> bool:
     return True
 
 
-def holding(
+def freeze_over(
     freezes: Sequence[Freeze], instant: datetime, action: FreezeAction | None = None
 ) -> tuple[Freeze, datetime] | None:
-    """The freeze (of `action`, if given) holding `instant`, with the end of its window;
+    """The freeze (of `action`, if given) whose window covers `instant`, with its end;
     of several, the one that ends last (it decides when firing resumes)."""
     found = [
         (f, window[1])

@@ -23,28 +23,25 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Final
+from typing import Any
 
-from punctual.core.stamping import ANNOTATIONS, ENV_FIRING, Firing, stamp
+from punctual.core.keys import (
+    ANNOTATION_EPOCH,
+    ANNOTATION_FIRING,
+    ANNOTATION_LEADER,
+    ANNOTATION_TICK,
+    ANNOTATION_TRIGGER,
+    ANNOTATION_TRIGGER_REASON,
+    ANNOTATION_TRIGGERED_BY,
+    FINALIZER,
+    GROUP,
+    LABEL_INSTALLATION,
+    LABEL_SCHEDULE,
+    LABEL_SCHEDULE_UID,
+    LABEL_SHARD,
+)
+from punctual.core.stamping import Firing, stamp
 from punctual.core.times import format_time, maybe_time
-
-GROUP: Final = "punctual.dev"
-LABEL_SCHEDULE: Final = f"{GROUP}/schedule"
-LABEL_SCHEDULE_UID: Final = f"{GROUP}/schedule-uid"
-ANNOTATION_TICK: Final = f"{GROUP}/tick"
-ANNOTATION_EPOCH: Final = f"{GROUP}/epoch"
-ANNOTATION_LEADER: Final = f"{GROUP}/leader"
-ANNOTATION_TRIGGER: Final = f"{GROUP}/trigger"  # on a Job: the manual request it answers
-# On a manual Job: who asked (as `punctual trigger` saw it) and why.
-ANNOTATION_TRIGGERED_BY: Final = f"{GROUP}/triggered-by"
-ANNOTATION_TRIGGER_REASON: Final = f"{GROUP}/trigger-reason"
-ANNOTATION_FIRING: Final = ANNOTATIONS[ENV_FIRING]  # scheduled, manual (stamping.FiringKind)
-# Holds a Job until its firing is recorded in the written status (see the module docstring).
-FINALIZER: Final = f"{GROUP}/record-firing"
-# Which installation created a Job: its fencing binding admits only its own Jobs.
-LABEL_INSTALLATION: Final = f"{GROUP}/installation"
-# With shards: "<i>-of-<n>", the shard whose Fence entry the admission policy judges it by.
-LABEL_SHARD: Final = f"{GROUP}/shard"
 
 
 class JobState(StrEnum):
@@ -66,7 +63,7 @@ class JobSnapshot:
     finished_at: datetime | None = None
     trigger: str | None = None
     deleting: bool = False  # a deletion has begun (deletionTimestamp, or ours in flight)
-    held: bool = False  # it carries our finalizer: it stays until we release it
+    has_finalizer: bool = False  # ours: the Job stays until we release it
     namespace: str = ""
     schedule: str = ""  # the schedule's name (label), to find it when it is gone
 
@@ -91,7 +88,7 @@ class JobSnapshot:
             finished_at=finished_at,
             trigger=annotations.get(ANNOTATION_TRIGGER),
             deleting=bool(meta.get("deletionTimestamp")),
-            held=FINALIZER in (meta.get("finalizers") or ()),
+            has_finalizer=FINALIZER in (meta.get("finalizers") or ()),
             namespace=str(meta.get("namespace", "")),
             schedule=str(labels.get(LABEL_SCHEDULE, "")),
         )

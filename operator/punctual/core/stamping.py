@@ -27,6 +27,7 @@ from datetime import datetime, tzinfo
 from enum import StrEnum
 from typing import Any, Final
 
+from punctual.core import keys
 from punctual.core.times import format_time
 
 
@@ -48,13 +49,13 @@ ENV_FIRING: Final = "PUNCTUAL_FIRING"
 ENV_EPOCH: Final = "PUNCTUAL_EPOCH"
 
 ANNOTATIONS: Final[Mapping[str, str]] = {
-    ENV_TICK: "punctual.dev/tick",
-    ENV_TICK_LOCAL: "punctual.dev/tick-local",
-    ENV_PREVIOUS_TICK: "punctual.dev/previous-tick",
-    ENV_SCHEDULE: "punctual.dev/schedule",
-    ENV_NAMESPACE: "punctual.dev/namespace",
-    ENV_FIRING: "punctual.dev/firing",
-    ENV_EPOCH: "punctual.dev/epoch",
+    ENV_TICK: keys.ANNOTATION_TICK,
+    ENV_TICK_LOCAL: keys.ANNOTATION_TICK_LOCAL,
+    ENV_PREVIOUS_TICK: keys.ANNOTATION_PREVIOUS_TICK,
+    ENV_SCHEDULE: keys.ANNOTATION_SCHEDULE,
+    ENV_NAMESPACE: keys.ANNOTATION_NAMESPACE,
+    ENV_FIRING: keys.ANNOTATION_FIRING,
+    ENV_EPOCH: keys.ANNOTATION_EPOCH,
 }
 VARIABLES: Final = tuple(ANNOTATIONS)
 

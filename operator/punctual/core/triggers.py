@@ -27,9 +27,10 @@ from typing import Final
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
+from punctual.core.keys import ANNOTATION_TRIGGER
 from punctual.core.models import ConcurrencyPolicy, describe_error
 
-FIELD: Final = "metadata.annotations[punctual.dev/trigger]"
+FIELD: Final = f"metadata.annotations[{ANNOTATION_TRIGGER}]"
 # The policies a trigger may ask for: the ones that decide one firing on its own.
 OVERRIDABLE: Final = (ConcurrencyPolicy.ALLOW, ConcurrencyPolicy.FORBID, ConcurrencyPolicy.REPLACE)
 MAX_REQUEST: Final = 253

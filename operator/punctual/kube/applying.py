@@ -25,9 +25,14 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import ValidationError
+
 from punctual.clocks import Clock
-from punctual.core.deciding import Decision, EventNote, JobToCreate, JobToDelete
-from punctual.core.jobs import FINALIZER, JobSnapshot, owned_by
+from punctual.core.decisions import Decision, JobToCreate
+from punctual.core.jobs import JobSnapshot, owned_by
+from punctual.core.keys import FINALIZER
+from punctual.core.models import CronScheduleStatus, dump_status, parse_status
+from punctual.core.records import EventNote, JobToDelete
 from punctual.core.settling import settle_failures
 from punctual.core.times import format_time
 from punctual.kube.client import (
@@ -100,7 +105,7 @@ def count_outcomes(
     """Count what a claim decided, once its status is written, and creates refused."""
     if decision.status is not None:  # recorded: count what the claim decided
         for reason, count in decision.skipped:
-            metrics.ticks_skipped.labels(namespace, name, reason).inc(count)
+            metrics.ticks_skipped.labels(namespace, name, reason.value).inc(count)
         if decision.missed:
             metrics.ticks_missed.labels(namespace, name).inc(decision.missed)
         if decision.newly_failed:
@@ -166,11 +171,7 @@ class Applier:
             await self._create(schedule, create, applied)
         count_outcomes(self.metrics, namespace, name, decision, applied)
         if applied.failed and applied.schedule is not None:
-            if decision.status is None and decision.deferred_status is not None:
-                # The create went out on a claim made ahead, its status write left for
-                # later: record the failure on top of what that write would have said.
-                applied.schedule = {**applied.schedule, "status": decision.deferred_status}
-            await self._settle_failures(applied)
+            await self._settle_failures(applied, decision.delayed_status)
         # 4. History clean-up.
         for job in decision.prune:
             await self._delete(namespace, job, applied)
@@ -266,10 +267,17 @@ class Applier:
         for why in applied.failed.values():
             self.events.post(schedule, EventNote("Warning", "FailedCreate", why))
 
-    async def _settle_failures(self, applied: Applied) -> None:
-        """Write the claims whose Job can never be created as settled (see `settling`)."""
+    async def _settle_failures(self, applied: Applied, delayed: CronScheduleStatus | None) -> None:
+        """Write the claims whose Job can never be created as settled (see `settling`):
+        on the status as written, or, when the create went out on a claim made ahead
+        and its status write was left for later, on what that write would have said."""
         assert applied.schedule is not None
-        status = settle_failures(applied.schedule.get("status") or {}, applied.failed)
+        try:
+            base = delayed if delayed is not None else parse_status(applied.schedule)
+        except ValidationError as error:  # not ours to repair here: the next pass rebuilds it
+            logger.warning("recording failed creates: unreadable status: %s", error)
+            return
+        status = dump_status(settle_failures(base, applied.failed))
         try:
             await self._guard()
             applied.schedule = await self._call(put_status(self.api, applied.schedule, status))
@@ -279,7 +287,8 @@ class Applier:
             logger.warning("recording failed creates: %s", error)
 
     async def _delete(self, namespace: str, job: JobToDelete, applied: Applied) -> None:
-        """Delete a Job (Replace, history); a held one is released right after, so it goes."""
+        """Delete a Job (Replace, history); one with our finalizer is released right after,
+        so it goes."""
         await self._guard()
         try:
             await self._call(
@@ -299,7 +308,7 @@ class Applier:
         except ApiError as error:
             logger.warning("deleting Job %s/%s (%s): %s", namespace, job.name, job.reason, error)
             return
-        if job.held:
+        if job.has_finalizer:
             await self.release(namespace, job.name, job.uid, applied)
 
     async def release(self, namespace: str, name: str, uid: str, applied: Applied) -> None:

@@ -21,7 +21,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from punctual.clocks import Clock
-from punctual.core.deciding import EventNote
+from punctual.core.records import EventNote
 from punctual.core.times import format_time
 from punctual.kube.client import Api, ApiError
 

@@ -24,7 +24,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from punctual.core.jobs import LABEL_SCHEDULE_UID, JobSnapshot
+from punctual.core.jobs import JobSnapshot
+from punctual.core.keys import LABEL_SCHEDULE_UID
 from punctual.kube.client import Api
 from punctual.kube.following import Follower
 

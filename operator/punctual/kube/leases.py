@@ -40,14 +40,12 @@ from typing import Any
 
 from punctual.clocks import Clock, Monotonic, ServerClock, monotonic
 from punctual.core.jobs import installation_label
+from punctual.core.keys import LABEL_MEMBER_OF
 from punctual.core.times import maybe_time
 from punctual.kube.client import AlreadyExists, Api, ApiError, Conflict, NotFound
 from punctual.kube.fencing import fence_epoch, raise_fence
 
 logger = logging.getLogger(__name__)
-
-# On a replica's membership Lease (kube.sharding): the installation it belongs to.
-LABEL_MEMBER_OF = "punctual.dev/member-of"
 
 
 @dataclass(frozen=True)

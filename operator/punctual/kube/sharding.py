@@ -40,9 +40,9 @@ from datetime import datetime
 
 from punctual.clocks import Clock, Monotonic, monotonic
 from punctual.core.jobs import installation_label
+from punctual.core.keys import LABEL_MEMBER_OF
 from punctual.kube.client import Api, ApiError, NotFound
 from punctual.kube.leases import (
-    LABEL_MEMBER_OF,
     LeaderElector,
     LeaseConfig,
     LeaseRecord,

@@ -23,10 +23,12 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from punctual.clocks import Clock
-from punctual.core.deciding import Decision, EventNote, Leadership, decide
-from punctual.core.deferring import defer, routine, routine_wake
+from punctual.core.deciding import decide
+from punctual.core.decisions import Decision, Leadership
+from punctual.core.delaying import delay_write, routine, routine_wake
 from punctual.core.freezing import Freeze
 from punctual.core.ownership import Ownership, owner_of, ownership
+from punctual.core.records import EventNote
 from punctual.kube.applying import Applied, NotLeader, schedule_path
 from punctual.kube.client import Api, ApiError, NotFound, Unavailable
 from punctual.kube.sharding import shard_of
@@ -153,7 +155,7 @@ class Reconciler:
         self.installation = installation
         self.others = others
         self.events = events
-        # Routine writes (core.deferring.routine) wait behind due ones here (None: never).
+        # Routine writes (core.delaying.routine) wait behind due ones here (None: never).
         self.queue = queue
         self.conflicts: dict[Key, str] = {}  # schedules another live installation fires
         # Schedules a pass dropped while leadership had lapsed: no shard is gained when the
@@ -233,15 +235,15 @@ class Reconciler:
             self.view.unwritten_since.pop(key, None)
         if not decision.writes and not decision.events:
             return decision
-        deferred = defer(
+        delayed = delay_write(
             decision,
             unwritten_since=self.view.unwritten_since.get(key),
             now=self.clock.now(),
             delay=self.status_delay,
         )
-        if deferred.unwritten_since is not None:
-            self.view.unwritten_since[key] = deferred.unwritten_since
-        return deferred.decision
+        if delayed.unwritten_since is not None:
+            self.view.unwritten_since[key] = delayed.unwritten_since
+        return delayed.decision
 
     async def _ownership(self, key: Key, body: Mapping[str, Any]) -> Ownership:
         """Whether this installation fires the schedule; a conflict is reported once, when
@@ -281,7 +283,7 @@ class Reconciler:
             return
         try:
             for job in self.view.jobs(uid):
-                if job.held:
+                if job.has_finalizer:
                     await role.applier.release(job.namespace, job.name, job.uid, applied)
         except NotLeader:
             return

@@ -6,7 +6,7 @@ not see a Job just created or deleted. So the view keeps the schedule as the lea
 last write returned it, the Jobs it created or deleted that the watch has not
 delivered yet, and what decisions last read of each Job (so a Job's routine status
 updates wake nobody). It also remembers since when a schedule has status changes left
-unwritten (see core.deferring).
+unwritten (see core.delaying).
 
 What it must never do: write to the API server, decide, or outlive a leadership: a
 new leader starts with it cleared.
@@ -110,13 +110,15 @@ class LeaderView:
         gone = self.deleted.get(uid, set())
         gone &= {n for n, j in seen.items() if not j.deleting}
         let_go = self.released.get(uid, set())
-        let_go &= {n for n, j in seen.items() if j.held}
+        let_go &= {n for n, j in seen.items() if j.has_finalizer}
         jobs = {**mine, **seen}
         if not gone and not let_go:
             return list(jobs.values())
         return [
             dataclasses.replace(
-                j, deleting=j.deleting or j.name in gone, held=j.held and j.name not in let_go
+                j,
+                deleting=j.deleting or j.name in gone,
+                has_finalizer=j.has_finalizer and j.name not in let_go,
             )
             if j.name in gone or j.name in let_go
             else j
@@ -131,7 +133,7 @@ class LeaderView:
         """Jobs that carry our finalizer, by their schedule's uid."""
         held: dict[str, list[JobSnapshot]] = {}
         for uid, store in self._jobs.items():
-            jobs = [j for j in store if j.held]
+            jobs = [j for j in store if j.has_finalizer]
             if jobs:
                 held[uid] = jobs
         return held

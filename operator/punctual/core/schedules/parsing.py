@@ -11,11 +11,10 @@ uids), without calling croniter.
 What it must never do: accept an expression it cannot explain, report bad input any
 other way than by raising `ScheduleError` (whose message names the field), or know
 anything of time zones or of the CronSchedule resource.
-"""
 
-# Over 500 lines because it is one grammar: the fields, their names and steps, the
-# Quartz extensions (L, W, #) and H share the field tables and one way of naming the
-# field in an error; split apart, each part would be read only with the others.
+Over 500 lines on purpose: one grammar, read top to bottom in the order cronie reads a
+line; its error messages (one per way a field can be wrong) are most of the length.
+"""
 
 from __future__ import annotations
 

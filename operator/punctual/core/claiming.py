@@ -1,0 +1,273 @@
+"""The claims of one decision: what is in flight, what is due, what this write claims.
+
+Why it exists: the claim protocol (see `deciding`) writes a tick into status.inFlight
+before its Job is created, and finishes any claim it finds on takeover. These rules read
+the claims as written and the Jobs as seen, and return frozen records: the candidates a
+decision starts from (`Gathered`: claims to recover, due ticks, a manual trigger, ticks
+fired on claims made ahead) and the claims it writes (`Claims`). They also say which
+Jobs being deleted may lose our finalizer (`release`), which finished Jobs history
+clean-up deletes (`prune`), and when the writes are needed by (`due_by`).
+
+What it must never do: claim a tick at or before the cursor (only claims already in
+flight are carried over, and only to finish them), forget a claim whose Job is not seen,
+or change its arguments. Like all of `punctual.core`, it never talks to the API server
+or reads the clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from punctual.core.decisions import JobToRelease
+from punctual.core.jobs import JobSnapshot, JobState, manual_job_name
+from punctual.core.keys import ANNOTATION_TRIGGER
+from punctual.core.models import CronScheduleSpec, FiringOutcome, InFlightClaim, RecordedFiring
+from punctual.core.naming import job_name
+from punctual.core.planning import TickPlan
+from punctual.core.records import Candidate, EventNote, JobToDelete, ScheduleRead, trigger_fields
+from punctual.core.stamping import FiringKind
+from punctual.core.times import EPOCH
+from punctual.core.triggers import TriggerError, TriggerRequest, parse_trigger, request_id
+
+Ahead = Mapping[str, InFlightClaim]
+
+
+def claimed_ahead(schedule: ScheduleRead) -> dict[str, InFlightClaim]:
+    """Claims made ahead of their tick: scheduled (not manual) ticks beyond the cursor.
+
+    They are not recovered as in-flight claims: their tick is decided with the due
+    ticks, under the policy as it is then, and a claim the plan no longer fires goes.
+    """
+    cursor = schedule.old.last_scheduled_time
+    return {
+        c.job: c
+        for c in schedule.old.in_flight
+        if c.job == job_name(schedule.name, c.tick)
+        and not c.backfill
+        and (cursor is None or c.tick > cursor)
+    }
+
+
+def fired_ahead(schedule: ScheduleRead, ahead: Ahead) -> list[InFlightClaim]:
+    """Claims made ahead whose Job exists: created at their tick by a pass whose status
+    write was left for later."""
+    return sorted((c for c in ahead.values() if c.job in schedule.by_name), key=lambda c: c.tick)
+
+
+def fired_cursor(schedule: ScheduleRead, fired: Sequence[InFlightClaim]) -> datetime | None:
+    """The cursor as it really is: the written one, or the newest tick fired on a claim
+    made ahead (`fired`, from `fired_ahead`). Planning from the written one alone would
+    count those ticks again, and call them missed (superseded) under RunLatest."""
+    cursor = schedule.old.last_scheduled_time
+    return max([*(c.tick for c in fired), *([cursor] if cursor is not None else [])], default=None)
+
+
+@dataclass(frozen=True, slots=True)
+class Gathered:
+    """The candidates of one decision before any policy chooses among them."""
+
+    in_flight: tuple[InFlightClaim, ...]  # written claims whose Job is not seen yet
+    recovering: tuple[Candidate, ...]  # their Jobs, created again
+    due: tuple[Candidate, ...]
+    trigger: Candidate | None
+    fired: tuple[RecordedFiring, ...]  # fired on claims made ahead: recorded, not created
+    notes: tuple[EventNote, ...]  # about the manual trigger
+
+
+def gather(
+    schedule: ScheduleRead, plan: TickPlan, ahead: Ahead, *, epoch: int, now: datetime
+) -> Gathered:
+    """Recover the claims in flight, take the due ticks and a manual trigger."""
+    in_flight, recovering = _recover(schedule, ahead)
+    cursor = schedule.old.last_scheduled_time
+    fired = [
+        RecordedFiring(tick=c.tick, job=c.job, outcome=FiringOutcome.CREATED, epoch=c.epoch)
+        for c in fired_ahead(schedule, ahead)
+        if cursor is None or c.tick > cursor
+    ]
+    due: list[Candidate] = []
+    for tick in (d.tick for d in plan.due):
+        name = job_name(schedule.name, tick)
+        if name not in schedule.by_name:
+            due.append(Candidate(name, tick))
+            continue  # created on its claim made ahead, its write left for later: recorded
+        claimed = ahead[name].epoch if name in ahead else epoch
+        fired.append(
+            RecordedFiring(tick=tick, job=name, outcome=FiringOutcome.CREATED, epoch=claimed)
+        )
+    trigger, notes = _manual_trigger(schedule, now)
+    return Gathered(in_flight, recovering, tuple(due), trigger, tuple(fired), notes)
+
+
+def _recover(
+    schedule: ScheduleRead, ahead: Ahead
+) -> tuple[tuple[InFlightClaim, ...], tuple[Candidate, ...]]:
+    """Claims in flight whose Job is not seen: created again (the claim was written, the
+    create may not have happened: a crash, a 5xx). Seen ones are resolved."""
+    in_flight: list[InFlightClaim] = []
+    recovering: list[Candidate] = []
+    for claim in schedule.old.in_flight:
+        if claim.job in schedule.by_name or claim.job in ahead:
+            continue
+        in_flight.append(claim)
+        manual = claim.job != job_name(schedule.name, claim.tick)
+        request = schedule.old.last_trigger if manual else None
+        if request is not None and claim.job != manual_job_name(schedule.name, request):
+            request = None  # an older manual claim: its request id is no longer known
+        kind = FiringKind.MANUAL if manual else FiringKind.SCHEDULED
+        kind = FiringKind.BACKFILL if claim.backfill else kind
+        asked = _asked(schedule, request)
+        recovering.append(Candidate(claim.job, claim.tick, manual, request, kind, asked))
+    return tuple(in_flight), tuple(recovering)
+
+
+def _manual_trigger(
+    schedule: ScheduleRead, now: datetime
+) -> tuple[Candidate | None, tuple[EventNote, ...]]:
+    """A trigger annotation with a request id not seen before fires once, now (see
+    `triggers` for its two spellings). One that cannot be honoured is reported once."""
+    value = schedule.annotations.get(ANNOTATION_TRIGGER)
+    last = schedule.old.last_trigger
+    if not value or last in (value, request_id(value)):  # the raw value: an older operator's
+        return None, ()
+    try:
+        asked = parse_trigger(value)
+    except TriggerError as error:
+        return None, (EventNote("Warning", "InvalidTrigger", str(error)),)
+    note = EventNote("Normal", "Triggered", f"Manual trigger {asked.describe()}")
+    name = manual_job_name(schedule.name, asked.request)
+    return Candidate(name, now, True, asked.request, FiringKind.MANUAL, asked), (note,)
+
+
+def handled_trigger(schedule: ScheduleRead) -> str | None:
+    """status.lastTrigger: the request id of the trigger annotation, handled in this
+    decision or before (fired, skipped, or refused as unreadable)."""
+    value = schedule.annotations.get(ANNOTATION_TRIGGER)
+    return request_id(value) if value else schedule.old.last_trigger
+
+
+def _asked(schedule: ScheduleRead, request: str | None) -> TriggerRequest | None:
+    """The request `request` as the annotation still spells it, if it still does."""
+    value = schedule.annotations.get(ANNOTATION_TRIGGER)
+    if request is None or not value:
+        return None
+    try:
+        asked = parse_trigger(value)
+    except TriggerError:
+        return None
+    return asked if asked.request == request else None
+
+
+@dataclass(frozen=True, slots=True)
+class Claims:
+    """The claims this decision writes, and the firings it records for its creates."""
+
+    in_flight: tuple[InFlightClaim, ...]
+    fresh: tuple[str, ...]  # Jobs whose claim is new in this write
+    created: tuple[RecordedFiring, ...]
+
+
+def claim(
+    creates: Sequence[Candidate],
+    gathered: Gathered,
+    ahead: Ahead,
+    *,
+    epoch: int,
+) -> Claims:
+    """Put the chosen candidates in flight and record them as created."""
+    recovered = {c.job for c in gathered.in_flight}
+    in_flight = list(gathered.in_flight)
+    created: list[RecordedFiring] = []
+    for candidate in creates:
+        if candidate.job in recovered:
+            continue
+        backfill = True if candidate.kind is FiringKind.BACKFILL else None
+        in_flight.append(
+            ahead.get(candidate.job)
+            or InFlightClaim(tick=candidate.tick, job=candidate.job, epoch=epoch, backfill=backfill)
+        )
+        created.append(
+            RecordedFiring(
+                tick=candidate.tick,
+                job=candidate.job,
+                outcome=FiringOutcome.CREATED,
+                epoch=epoch,
+                manual=candidate.manual,
+                backfill=backfill,
+                **trigger_fields(candidate),
+            )
+        )
+    fresh = tuple(c.job for c in creates if c.job not in recovered and c.job not in ahead)
+    return Claims(tuple(in_flight), fresh, tuple(created))
+
+
+def claim_next(
+    schedule: ScheduleRead, plan: TickPlan, claims: Claims, ahead: Ahead, *, epoch: int
+) -> Claims:
+    """Claim the next tick ahead, in whichever status write comes before it, so that
+    firing it needs only the create. A claim ahead is a claim: nothing else may fire
+    that tick, and its Job is never pruned while the claim is written."""
+    if plan.next_tick is None or plan.suspended:
+        return claims
+    upcoming = job_name(schedule.name, plan.next_tick)
+    if upcoming in schedule.by_name or any(c.job == upcoming for c in claims.in_flight):
+        return claims
+    claimed = ahead.get(upcoming) or InFlightClaim(tick=plan.next_tick, job=upcoming, epoch=epoch)
+    return Claims((*claims.in_flight, claimed), claims.fresh, claims.created)
+
+
+def release(schedule: ScheduleRead) -> tuple[tuple[JobToRelease, ...], bool]:
+    """Jobs with our finalizer that are being deleted (by a person, a TTL, garbage
+    collection): their finalizer goes once their firing is recorded in the written
+    status. True when one of them is still in flight as written: this decision's status,
+    which resolves that claim (the Job is seen), must be written first."""
+    going = [j for j in schedule.ours if j.has_finalizer and j.deleting]
+    written_claims = {c.job for c in schedule.old.in_flight}
+    released = tuple(JobToRelease(j.name, j.uid) for j in going)
+    return released, any(j.name in written_claims for j in going)
+
+
+def due_by(
+    schedule: ScheduleRead,
+    creates: Sequence[Candidate],
+    replaced: Sequence[JobToDelete],
+    in_flight: Sequence[InFlightClaim],
+    now: datetime,
+) -> datetime | None:
+    """When this decision's writes are needed by: at once for a create or a Replace; by
+    its tick for a claim not yet written (the claim made ahead of the next tick); never
+    for the rest, which only records."""
+    if creates or replaced:
+        return now
+    written = {c.job for c in schedule.old.in_flight}
+    return min((c.tick for c in in_flight if c.job not in written), default=None)
+
+
+def prune(
+    spec: CronScheduleSpec, jobs: Sequence[JobSnapshot], *, keep: set[str]
+) -> tuple[JobToDelete, ...]:
+    """Finished Jobs beyond the history limits, oldest first; never those in `keep` (a
+    tick in flight, a Job Replace deletes anyway)."""
+    found: list[JobToDelete] = []
+    for state, limit in (
+        (JobState.SUCCEEDED, spec.successful_jobs_history_limit),
+        (JobState.FAILED, spec.failed_jobs_history_limit),
+    ):
+        done = sorted(
+            (j for j in jobs if j.state is state and not j.deleting),
+            key=lambda j: (j.finished_at or j.created or j.tick or EPOCH, j.name),
+            reverse=True,
+        )
+        found += [
+            JobToDelete(
+                j.name,
+                j.uid,
+                f"beyond {state.value.lower()} history limit {limit}",
+                j.has_finalizer,
+            )
+            for j in done[limit:]
+            if j.name not in keep
+        ]
+    return tuple(found)

@@ -1,0 +1,87 @@
+"""The Jobs a decision creates: each candidate as a Job body, stamped.
+
+Why it exists: a candidate (`records.Candidate`) says which tick fires and why; the Job
+created for it carries the schedule's jobTemplate, its name, tick, epoch, leader and
+the facts its containers are told (`stamping`). `deciding` calls `job_to_create` for
+each candidate it claimed.
+
+What it must never do: decide whether a candidate fires (that is done when it is
+claimed), or fire on a guess: a tick whose zone or schedule cannot be read is told with
+no previous tick. Like all of `punctual.core`, it never talks to the API server or reads
+the clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+from typing import Any, Final
+
+from punctual.core.decisions import JobToCreate, Leadership
+from punctual.core.jobs import build_job
+from punctual.core.models import CronScheduleSpec
+from punctual.core.planning import tick_source
+from punctual.core.records import Candidate
+from punctual.core.schedules import ScheduleError, jitter_offset, load_zone
+from punctual.core.stamping import Firing
+
+
+def job_to_create(
+    body: Mapping[str, Any],
+    candidate: Candidate,
+    spec: CronScheduleSpec,
+    leadership: Leadership,
+    *,
+    uid: str,
+    now: datetime,
+) -> JobToCreate:
+    tick = candidate.tick
+    asked = candidate.trigger
+    return JobToCreate(
+        name=candidate.job,
+        tick=tick,
+        manual=candidate.manual,
+        fire_at=now if candidate.manual else tick + jitter_offset(uid, spec.jitter_seconds),
+        body=build_job(
+            schedule=body,
+            job_name=candidate.job,
+            tick=tick,
+            epoch=leadership.epoch,
+            leader=leadership.identity,
+            trigger=candidate.request,
+            installation=leadership.installation,
+            firing=_firing(body, candidate, spec, leadership, uid=uid),
+            triggered_by=None if asked is None else asked.triggered_by,
+            trigger_reason=None if asked is None else asked.trigger_reason,
+            shard=leadership.shard,
+        ),
+    )
+
+
+def _firing(
+    body: Mapping[str, Any],
+    candidate: Candidate,
+    spec: CronScheduleSpec,
+    leadership: Leadership,
+    *,
+    uid: str,
+) -> Firing:
+    """What the Job's containers are told (see `stamping`): the previous tick is the
+    newest of the schedule's combined ticks before this firing's."""
+    try:
+        zone = load_zone(spec.time_zone)
+        previous = tick_source(spec, uid=uid).prev_tick(candidate.tick - _BEFORE)
+    except ScheduleError:  # the plan would have refused it; never fire on a guess
+        zone, previous = load_zone("UTC"), None
+    return Firing(
+        tick=candidate.tick,
+        previous_tick=previous,
+        zone=zone,
+        schedule=str(body["metadata"]["name"]),
+        namespace=str(body["metadata"]["namespace"]),
+        kind=candidate.kind,
+        epoch=leadership.epoch,
+    )
+
+
+_BEFORE: Final = timedelta(microseconds=1)

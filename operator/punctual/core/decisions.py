@@ -1,0 +1,97 @@
+"""What a decision hands the shell: the Decision and the pieces it is made of.
+
+Why it exists: `deciding` makes a Decision; `kube.applying` applies it, `delaying` may
+leave its status write for later, `runtime` schedules it and counts its metrics. They
+share these types, here, so that none of them imports the outline of a decision
+(`deciding`) for its types, and so that `delaying` can be used by `deciding` without a
+cycle.
+
+What it must never do: decide. It holds frozen data only. Like all of `punctual.core`,
+it never talks to the API server or reads the clock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from enum import Enum
+from typing import Any
+
+from punctual.core.models import CronScheduleStatus
+from punctual.core.records import EventNote, JobToDelete, SkipReason
+
+
+class WriteDelay(Enum):
+    """Whether a Decision's status write may wait for a later write to carry it."""
+
+    NEVER = "never"  # it fences a create, reports something, or moves the cursor
+    # It changes only bookkeeping (a Job finished, a claim was seen created): it may
+    # wait up to the status delay, so a Job finishing meanwhile costs no write.
+    BOOKKEEPING = "bookkeeping"
+    # Its only change: claims whose Jobs are now seen leave inFlight. Never worth a
+    # write of its own; the next write carries it (and recovery finds the Jobs).
+    RESOLVES_CLAIMS_ONLY = "resolves-claims-only"
+
+
+@dataclass(frozen=True, slots=True)
+class JobToCreate:
+    name: str
+    tick: datetime
+    body: dict[str, Any]
+    manual: bool = False
+    fire_at: datetime | None = None  # tick plus jitter: where firing lag is measured from
+
+
+@dataclass(frozen=True, slots=True)
+class JobToRelease:
+    """A Job with our finalizer, being deleted, whose firing the written status records
+    (or will, once this Decision's status is written): its finalizer may go."""
+
+    name: str
+    uid: str
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """What the shell applies, in order: status (fenced), replace, creates, prune."""
+
+    status: dict[str, Any] | None
+    replace: tuple[JobToDelete, ...] = ()
+    creates: tuple[JobToCreate, ...] = ()
+    prune: tuple[JobToDelete, ...] = ()
+    release: tuple[JobToRelease, ...] = ()
+    events: tuple[EventNote, ...] = ()
+    next_wake: datetime | None = None
+    # When and how the status write may wait for a later one (see `delaying`).
+    write_delay: WriteDelay = WriteDelay.NEVER
+    # Set by `delaying` when the status is left for a later write: what that write will
+    # say, typed. A create that fails for good is settled on top of it, at once.
+    delayed_status: CronScheduleStatus | None = None
+    # When its writes are needed: now for a create or a Replace, a new claim's tick for
+    # a claim made ahead; None when nothing in it waits on a tick (a first status far
+    # from its first tick, conditions, history). The shell lets due writes go first.
+    due_by: datetime | None = None
+    # For metrics, counted once the status that records them is written.
+    missed: int = 0
+    skipped: tuple[tuple[SkipReason, int], ...] = ()  # (reason, count): the label is fixed
+    newly_failed: int = 0
+
+    @property
+    def writes(self) -> bool:
+        return bool(
+            self.status is not None or self.replace or self.creates or self.prune or self.release
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Leadership:
+    """Who decides: stamped on every Job (the epoch is the Lease's leaseTransitions)."""
+
+    epoch: int
+    identity: str
+    # The installation (its Lease, "namespace/name"), written in status with every claim
+    # and labelled on every Job; None: not recorded (tests, single installations).
+    installation: str | None = None
+    # With shards: the shard ("<i>-of-<n>") whose Lease gave the epoch, labelled on every
+    # Job so that the admission policy judges it by that shard's Fence entry.
+    shard: str | None = None

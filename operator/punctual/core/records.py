@@ -1,0 +1,138 @@
+"""The records one decision is composed from, shared by `deciding`, its rules and `status`.
+
+Why it exists: `deciding` outlines a decision; the rules of a run's life (overlapping
+runs, pauses, freezes, backfills, finishing, freshness, the claims) each return a small
+frozen record of what they decided, and `status` turns those records into the status
+write, the Events and the metric labels. The pieces several of them share live here: the
+schedule as read (`ScheduleRead`), the Jobs a decision may create (`Candidate`) and delete
+(`JobToDelete`), the Events it posts (`EventNote`), and a skipped tick (`Skip`) with its
+reason (`SkipReason`, whose value is the metric label). Here, so that each rule is a
+module of its own and none imports `deciding` or `status`.
+
+What it must never do: decide, or hold anything mutable. Every record is frozen; policy
+lives in the modules that build them. Like all of `punctual.core`, it never talks to the
+API server or reads the clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import ValidationError
+
+from punctual.core.jobs import JobSnapshot
+from punctual.core.models import CronScheduleStatus, parse_status
+from punctual.core.stamping import FiringKind
+from punctual.core.times import parse_time
+from punctual.core.triggers import TriggerRequest
+
+EventType = Literal["Normal", "Warning"]
+
+
+@dataclass(frozen=True, slots=True)
+class EventNote:
+    """A Kubernetes Event to post about the schedule once the Decision is applied."""
+
+    type: EventType
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A Job this decision may create: for a scheduled tick, or for a manual trigger."""
+
+    job: str
+    tick: datetime
+    manual: bool = False
+    request: str | None = None  # the trigger's request id, when it is still known
+    kind: FiringKind = FiringKind.SCHEDULED  # told to the workload (PUNCTUAL_FIRING)
+    trigger: TriggerRequest | None = None  # a manual trigger's request, when still known
+
+
+@dataclass(frozen=True, slots=True)
+class JobToDelete:
+    """A Job to delete: one Replace supersedes, or one beyond the history limits."""
+
+    name: str
+    uid: str
+    reason: str
+    has_finalizer: bool = False  # ours: released right after the delete
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleRead:
+    """What one decision reads of the schedule and its Jobs."""
+
+    name: str
+    uid: str
+    generation: int
+    annotations: Mapping[str, str]
+    created: datetime
+    old: CronScheduleStatus
+    ours: tuple[JobSnapshot, ...]  # the Jobs this schedule owns
+    by_name: Mapping[str, JobSnapshot]
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any], jobs: Sequence[JobSnapshot]) -> ScheduleRead:
+        """The schedule as read from its body, and the Jobs it owns among `jobs`."""
+        meta = body["metadata"]
+        uid = str(meta["uid"])
+        try:
+            old = parse_status(body)
+        except ValidationError:
+            old = CronScheduleStatus()  # an unreadable status is rebuilt, never a crash
+        ours = tuple(j for j in jobs if j.schedule_uid == uid)
+        return cls(
+            name=str(meta["name"]),
+            uid=uid,
+            generation=int(meta.get("generation") or 0),
+            annotations=meta.get("annotations") or {},
+            created=parse_time(meta["creationTimestamp"]),
+            old=old,
+            ours=ours,
+            by_name={j.name: j for j in ours},
+        )
+
+    @property
+    def live(self) -> list[JobSnapshot]:
+        return [j for j in self.ours if j.active]
+
+
+class SkipReason(StrEnum):
+    """Why a tick was skipped on purpose. The value is the label of the skip metric
+    (`punctual_ticks_skipped_total{reason}`): fixed, never cut from a message."""
+
+    FORBID = "concurrencyPolicy=Forbid"
+    REPLACE = "concurrencyPolicy=Replace"
+    BUFFER_ONE = "concurrencyPolicy=BufferOne"
+    BUFFER_ALL = "concurrencyPolicy=BufferAll"
+    # A buffered tick dropped because the policy no longer buffers.
+    UNBUFFERED = "concurrencyPolicy=Unbuffered"
+    FREEZE_WINDOW = "FreezeWindow=Skip"
+    MISSED_RUN_POLICY = "missedRunPolicy=Skip"
+
+
+@dataclass(frozen=True, slots=True)
+class Skip:
+    """A candidate skipped on purpose: the fixed reason, and the message people read."""
+
+    candidate: Candidate
+    reason: SkipReason
+    message: str
+
+
+def trigger_fields(candidate: Candidate) -> dict[str, Any]:
+    """What a manual firing records of its request in status.recentFirings."""
+    asked = candidate.trigger
+    if asked is None:
+        return {}
+    return {
+        "triggered_by": asked.triggered_by,
+        "trigger_reason": asked.trigger_reason,
+        "concurrency_policy": asked.concurrency_policy,
+    }
