@@ -59,6 +59,7 @@ import json
 from collections.abc import Hashable
 from dataclasses import dataclass, replace
 from datetime import date, datetime, timedelta
+from enum import StrEnum
 from functools import lru_cache
 from typing import Final, cast
 
@@ -90,10 +91,31 @@ MAX_EXAMPLES: Final = 3
 
 _TINY: Final = timedelta(microseconds=1)
 
-PAST_DEADLINE: Final = "past startingDeadlineSeconds"
-SUPERSEDED: Final = "superseded by a newer tick (missedRunPolicy RunLatest)"
-OVER_CAP: Final = "beyond maxMissedRuns (missedRunPolicy RunAll)"
-SKIP_BACKLOG: Final = "several ticks were due at once (missedRunPolicy Skip)"
+
+class TickReason(StrEnum):
+    """Why ticks were decided without firing (a TickGroup's reason): a fixed name, and
+    the text people read (`message`, in status and Events) beside it."""
+
+    PAST_DEADLINE = "PastDeadline"
+    SUPERSEDED = "Superseded"
+    OVER_CAP = "BeyondMaxMissedRuns"
+    SKIP_BACKLOG = "SkipBacklog"  # skipped, not missed: the skip label is missedRunPolicy=Skip
+
+    @property
+    def message(self) -> str:
+        return _TICK_REASON_TEXT[self]
+
+
+_TICK_REASON_TEXT: Final = {
+    TickReason.PAST_DEADLINE: "past startingDeadlineSeconds",
+    TickReason.SUPERSEDED: "superseded by a newer tick (missedRunPolicy RunLatest)",
+    TickReason.OVER_CAP: "beyond maxMissedRuns (missedRunPolicy RunAll)",
+    TickReason.SKIP_BACKLOG: "several ticks were due at once (missedRunPolicy Skip)",
+}
+PAST_DEADLINE: Final = TickReason.PAST_DEADLINE
+SUPERSEDED: Final = TickReason.SUPERSEDED
+OVER_CAP: Final = TickReason.OVER_CAP
+SKIP_BACKLOG: Final = TickReason.SKIP_BACKLOG
 
 # Why a schedule has no tick left (the reasons of the Finished condition).
 END_TIME_REACHED: Final = "EndTimeReached"
@@ -113,7 +135,7 @@ class TickGroup:
     """Ticks decided without firing, for one reason: a count and a few examples."""
 
     outcome: FiringOutcome  # MISSED or SKIPPED
-    reason: str
+    reason: TickReason
     count: int
     newest: datetime
     examples: tuple[datetime, ...]  # at most MAX_EXAMPLES, newest first
@@ -515,7 +537,7 @@ def _walk_back(
 def _group(
     source: TickSource,
     outcome: FiringOutcome,
-    reason: str,
+    reason: TickReason,
     count: int,
     newest: datetime,
     floor: datetime | None,

@@ -445,7 +445,7 @@ def _grouped(plan: TickPlan, epoch: int) -> list[RecordedFiring]:
             tick=group.newest,
             outcome=group.outcome,
             epoch=epoch,
-            reason=f"{group.count} {'tick' if group.count == 1 else 'ticks'}: {group.reason}",
+            reason=f"{group.count} {_ticks(group.count)}: {group.reason.message}",
         )
         for group in (*plan.missed, *plan.skipped)
     ]
@@ -458,7 +458,7 @@ def _grouped_notes(plan: TickPlan) -> list[EventNote]:
         verb = group.outcome.value
         message = (
             f"{group.count} {noun} {verb.lower()}, newest "
-            f"{format_time(group.newest)}: {group.reason}"
+            f"{format_time(group.newest)}: {group.reason.message}"
         )
         notes.append(EventNote("Warning", verb, message))
     if plan.reset:
@@ -491,3 +491,7 @@ def _newly_failed(before: Sequence[RecordedFiring], after: Sequence[RecordedFiri
         for old, new in zip(before, after, strict=True)
         if old.outcome is not new.outcome and new.outcome is FiringOutcome.FAILED
     )
+
+
+def _ticks(count: int) -> str:
+    return "tick" if count == 1 else "ticks"
