@@ -38,7 +38,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from punctual.clocks import Clock, Monotonic, monotonic
+from punctual.clocks import Clock, EventLoopSleeper, Monotonic, Sleeper, monotonic
 from punctual.core.jobs import installation_label
 from punctual.kube.client import Api, ApiError, NotFound
 from punctual.kube.leases import (
@@ -48,7 +48,6 @@ from punctual.kube.leases import (
     LeaseRecord,
     Observation,
     expired,
-    first_of,
     known_server_time,
     micro_time,
     observe,
@@ -251,12 +250,14 @@ class ShardedElection:
         *,
         clock: Clock,
         monotonic: Monotonic = monotonic,
+        sleeper: Sleeper | None = None,
     ) -> None:
         if count < 1:
             raise ValueError(f"need 1 shard or more, got {count}")
         self.count = count
         self.config = config
         self._monotonic = monotonic
+        self._sleeper = sleeper or EventLoopSleeper()
         self.electors = [
             LeaderElector(
                 api,
@@ -269,6 +270,7 @@ class ShardedElection:
                 ),
                 clock=clock,
                 monotonic=monotonic,
+                sleeper=self._sleeper,
             )
             for i in range(count)
         ]
@@ -312,7 +314,8 @@ class ShardedElection:
                 for elector in self.electors:
                     elector.released.clear()
                 await self.round()
-                await first_of(stop, *(e.released for e in self.electors), timeout=self._pause())
+                released = (e.released for e in self.electors)
+                await self._sleeper.wait(stop, *released, timeout=self._pause())
                 for elector in self.electors:
                     await elector.lapse()  # a renew deadline passed unrenewed: say so
         finally:
