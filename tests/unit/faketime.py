@@ -30,7 +30,7 @@ T0 = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
 MONOTONIC_START = 1000.0  # an arbitrary monotonic reading at T0
 
 # A chain of hand-offs longer than this without ever going quiet is a busy loop.
-MOST_YIELDS = 100_000
+MOST_YIELDS = 20_000
 
 
 @dataclass(eq=False)
