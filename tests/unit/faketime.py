@@ -127,6 +127,16 @@ class FakeTime:
             self._move_to(deadline)
             await self.settle()
 
+    async def step(self) -> None:
+        """Move time to the next instant a wait ends, and let what it sets off run; fail
+        if nothing waits on time."""
+        await self.settle()
+        deadline = self._next_deadline()
+        if deadline is None:
+            raise AssertionError("no next instant: every task waits, and none on time")
+        self._move_to(deadline)
+        await self.settle()
+
     async def settle(self) -> None:
         """Let every task run until each waits (on an event or on simulated time)."""
         loop = asyncio.get_running_loop()

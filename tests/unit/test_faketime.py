@@ -88,6 +88,17 @@ async def test_until_goes_from_one_wait_to_the_next_and_fails_past_its_limit() -
     await asyncio.gather(task, return_exceptions=True)
 
 
+async def test_step_moves_to_the_next_instant_a_wait_ends() -> None:
+    time = FakeTime()
+    tasks = [asyncio.create_task(time.sleep(s)) for s in (2.0, 0.5)]
+    await time.step()
+    assert time.seconds == 0.5 and [t.done() for t in tasks] == [False, True]
+    await time.step()
+    assert time.seconds == 2.0 and all(t.done() for t in tasks)
+    with pytest.raises(AssertionError, match="no next instant"):
+        await time.step()
+
+
 async def test_time_runs_forward_only() -> None:
     time = FakeTime()
     await time.advance(5)
