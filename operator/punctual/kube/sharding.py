@@ -21,7 +21,8 @@ With N = 1 (the default) nothing of this runs: one LeaderElector on the Lease
 The decisions (which shard a uid is in, who is live, what a replica's share is, what it
 takes and releases) are pure functions at the top of this module, table-tested on a
 fake clock in tests/unit/test_sharding.py; `ShardedElection` below only reads and
-writes Leases and keeps their state.
+writes Leases and keeps their state, and waits through its `Sleeper`, so that its rounds
+run on simulated time in tests/unit/test_sharded_election.py.
 
 What it must never do: let a replica take a shard above its fair share, let two shard
 counts lead at once (the Fence records one count, see kube.fencing), or judge a member
