@@ -1,13 +1,22 @@
-"""The one place that reads the wall clock.
+"""The one place that reads the wall clock, and that says how a loop waits for time.
 
 Everything else takes a `Clock` so that tests pass a fixed instant and the operator
 can pass the API server's clock (see DESIGN.md: "is it due?" is decided on the API
 server's clock, not the node's). Nothing outside this module calls `datetime.now()`
 or `time.time()`; a ruff rule enforces it.
+
+Loops that wait (the scheduler loop, the Lease loop) take a `Sleeper` the same way:
+`EventLoopSleeper` waits on asyncio's own clock, and a test passes simulated time
+(tests/unit/faketime.py) so that "processed at T, not before" or "leader within 10 s"
+is asserted in no real time.
+
+What it must never do: decide anything. It tells the time and waits; what is due,
+and when a Lease expires, is decided by the callers.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import deque
 from collections.abc import Callable
@@ -50,6 +59,41 @@ Monotonic = Callable[[], float]
 def monotonic() -> float:
     """Seconds on a monotonic clock, for durations and deadlines that must not jump."""
     return time.monotonic()
+
+
+class Sleeper(Protocol):
+    """How a loop waits: for an event, or for seconds to pass on the loop's clock.
+
+    The seconds are durations (a timeout, a retry period, the seconds until a wake-up
+    instant read on a `Clock`), never instants: a `Sleeper` knows no wall clock."""
+
+    async def wait(self, *events: asyncio.Event, timeout: float | None) -> None:
+        """Return when any of `events` is set, or after `timeout` seconds (None: no limit)."""
+        ...
+
+    async def sleep(self, seconds: float) -> None:
+        """Return after `seconds`."""
+        ...
+
+
+class EventLoopSleeper:
+    """Waits on asyncio's event loop, whose clock is the monotonic one."""
+
+    async def wait(self, *events: asyncio.Event, timeout: float | None) -> None:
+        await first_of(*events, timeout=timeout)
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+
+async def first_of(*events: asyncio.Event, timeout: float | None) -> None:
+    """Return when any of `events` is set, or after `timeout` seconds (None: no limit)."""
+    waiters = [asyncio.ensure_future(e.wait()) for e in events]
+    try:
+        await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiter in waiters:
+            waiter.cancel()
 
 
 class ServerClock:

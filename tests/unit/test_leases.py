@@ -3,7 +3,8 @@
 Each row is one read of the Lease by replica "me": what the Lease says, since when
 (on my monotonic clock) I have seen it unchanged, and my estimate of the API
 server's clock when I know it to a second. The loop that reads and writes the Lease
-is tested against the real API server (tests/e2e/test_leading.py).
+is tested on simulated time against a fake API server (tests/unit/test_electing.py)
+and against the real one (tests/e2e/test_leading.py).
 """
 
 from __future__ import annotations

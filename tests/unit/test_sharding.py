@@ -8,6 +8,7 @@ The loop that reads and writes the Leases is tested against the real API server
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections import Counter
 from dataclasses import dataclass
@@ -54,10 +55,16 @@ def test_one_shard_keeps_the_names_of_an_installation_without_shards() -> None:
     assert shard_key(0, 1) is None  # no Job label, the Fence's holder and epoch
     assert shard_lease_name("punctual-leader", 3, 8) == "punctual-leader-3-of-8"
     assert shard_key(3, 8) == "3-of-8"
-    assert member_lease_name("p", "pod/with:odd chars") == member_lease_name(
-        "p", "pod/with:odd chars"
-    )
-    assert member_lease_name("p", "a").startswith("p-member-")
+
+
+@pytest.mark.parametrize("identity", ["a", "punctual-7d9f-x2k", "pod/with:odd chars", "Ü" * 300])
+def test_a_membership_lease_name_is_valid_and_its_own_whatever_the_identity(
+    identity: str,
+) -> None:
+    name = member_lease_name("punctual-leader", identity)
+    assert name == member_lease_name("punctual-leader", identity)  # stable
+    assert re.fullmatch(r"punctual-leader-member-[0-9a-f]{12}", name)  # a valid object name
+    assert name != member_lease_name("punctual-leader", identity + "2")  # one per replica
 
 
 # -- who is live -------------------------------------------------------------------------
@@ -225,13 +232,39 @@ def test_flapping_member_moves_no_shard() -> None:
     replica holding 16 shards gives none away; and takes none beyond its share."""
     membership = None
     held = list(range(16))
+    shares = []
     for step in range(20):
         members = ["me", "x"] if step % 2 else ["me"]
         membership = track(membership, members, NOW + 3 * step)
         plan = plan_shards(
             me="me", membership=membership, held=held, count=16, now=NOW + 3 * step, settle=SETTLE
         )
-        assert plan.release == ()
+        shares.append(plan.share)
+        assert plan.release == ()  # gives none away ...
+        assert plan.may_take == 0  # ... and, at or above its share, takes none
+        assert len(held) + plan.may_take <= max(plan.share, len(held))
+    assert shares == [16, 8] * 10  # the flap was seen each time: it is the settling that waits
+
+
+@pytest.mark.parametrize("held", [0, 3, 7, 8, 9, 16])
+@pytest.mark.parametrize("members", [("me",), ("me", "x"), ("a", "me", "x"), ("a", "b", "me")])
+def test_a_round_never_takes_beyond_the_share(held: int, members: tuple[str, ...]) -> None:
+    """Whatever it holds and whoever is live: what it may take tops it up to its share at
+    most, and what it releases brings it down to its share exactly (once settled)."""
+    for stable_for in (0, SETTLE):
+        plan = plan_shards(
+            me="me",
+            membership=Membership(members, NOW - stable_for),
+            held=list(range(held)),
+            count=16,
+            now=NOW,
+            settle=SETTLE,
+        )
+        assert plan.share == fair_share("me", members, 16)
+        assert plan.may_take == max(0, plan.share - held)
+        kept = held - len(plan.release)
+        assert kept == (min(held, plan.share) if stable_for >= SETTLE else held)
+        assert kept + plan.may_take <= max(plan.share, kept)
 
 
 def test_two_replicas_converge_to_an_even_split() -> None:
@@ -239,6 +272,7 @@ def test_two_replicas_converge_to_an_even_split() -> None:
     8 and 'b' takes them; the split then stays 8/8."""
     held = {"a": set(range(16)), "b": set[int]()}
     memberships = {name: track(None, ["a", "b"], NOW) for name in held}
+    splits = []
     for step in range(12):
         now = NOW + 2 * step
         for name in ("a", "b"):
@@ -256,5 +290,9 @@ def test_two_replicas_converge_to_an_even_split() -> None:
                 : plan.may_take
             ]:
                 held[name].add(shard)
-    assert len(held["a"]) == 8 and len(held["b"]) == 8
-    assert not held["a"] & held["b"]
+            assert not held["a"] & held["b"]  # no shard is ever held twice
+        splits.append((now - NOW, len(held["a"]), len(held["b"])))
+    # Rounds every 2 s: nothing moves before the view has been stable for 15 s; at the
+    # first round after (16 s) 'a' releases 8 and 'b' takes them; then it stays 8/8.
+    assert splits == [(2.0 * i, 16, 0) for i in range(8)] + [(2.0 * i, 8, 8) for i in range(8, 12)]
+    assert held["b"] == set(preference("b", ["a", "b"], 16)[:8]) == set(range(8, 16))

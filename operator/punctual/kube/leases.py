@@ -22,7 +22,9 @@ client-go's leaderelection does them, with the clock that matters for each:
 
 The decisions (who may take the Lease, when it expired, whether this replica leads)
 are pure functions at the top of this module, table-tested on a fake clock; the
-`LeaderElector` below only reads and writes the Lease and keeps their state.
+`LeaderElector` below only reads and writes the Lease and keeps their state. It reads
+time only through its `clock`, `monotonic` and `sleeper`, so tests/unit/test_electing.py
+runs it on simulated time against a fake API server.
 
 What it must never do: decide anything about schedules, or keep writing on a lease
 it could not renew in time.
@@ -38,7 +40,15 @@ from datetime import datetime, timedelta
 from enum import Enum
 from typing import Any
 
-from punctual.clocks import Clock, Monotonic, ServerClock, monotonic
+from punctual.clocks import (
+    Clock,
+    EventLoopSleeper,
+    Monotonic,
+    ServerClock,
+    Sleeper,
+    monotonic,
+)
+from punctual.clocks import first_of as first_of  # where runtime.process finds it
 from punctual.core.jobs import installation_label
 from punctual.core.keys import LABEL_MEMBER_OF
 from punctual.core.times import maybe_time
@@ -201,12 +211,14 @@ class LeaderElector:
         *,
         clock: Clock,
         monotonic: Monotonic = monotonic,
+        sleeper: Sleeper | None = None,
     ) -> None:
         self.api = api  # its watch wakes a standby when the Lease is released
         self.released = asyncio.Event()  # the Lease was released while we stood by
         self.config = config
         self._clock = clock  # the wall clock written into renewTime (the server's estimate)
         self._monotonic = monotonic  # judges expiry and the renew deadline
+        self._sleeper = sleeper or EventLoopSleeper()  # waits between rounds
         self.epoch: int | None = None
         self._valid_until = float("-inf")
         self._observation: Observation | None = None
@@ -400,7 +412,7 @@ class LeaderElector:
                 pause = self.config.retry_period
                 if not self.is_leader() and self._expires_in is not None:
                     pause = min(pause, max(0.05, self._expires_in + 0.05))  # wake at expiry
-                await first_of(stop, self.released, timeout=pause)
+                await self._sleeper.wait(stop, self.released, timeout=pause)
                 await self.lapse()
         finally:
             follower.cancel()
@@ -427,7 +439,7 @@ class LeaderElector:
                         self.released.set()
             except ApiError as error:
                 logger.debug("watching Lease %s: %s", self.config.name, error)
-            await asyncio.sleep(self.config.retry_period)
+            await self._sleeper.sleep(self.config.retry_period)
 
     async def release(self) -> None:
         """Give the Lease up (empty holder) if this replica still holds it."""
@@ -453,16 +465,6 @@ class LeaderElector:
             logger.info("released Lease %s", self.config.name)
         except ApiError as error:
             logger.warning("releasing Lease %s failed: %s", self.config.name, error)
-
-
-async def first_of(*events: asyncio.Event, timeout: float | None) -> None:
-    """Return when any of `events` is set, or after `timeout` seconds (None: no limit)."""
-    waiters = [asyncio.ensure_future(e.wait()) for e in events]
-    try:
-        await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for waiter in waiters:
-            waiter.cancel()
 
 
 class Installations:

@@ -21,7 +21,8 @@ With N = 1 (the default) nothing of this runs: one LeaderElector on the Lease
 The decisions (which shard a uid is in, who is live, what a replica's share is, what it
 takes and releases) are pure functions at the top of this module, table-tested on a
 fake clock in tests/unit/test_sharding.py; `ShardedElection` below only reads and
-writes Leases and keeps their state.
+writes Leases and keeps their state, and waits through its `Sleeper`, so that its rounds
+run on simulated time in tests/unit/test_sharded_election.py.
 
 What it must never do: let a replica take a shard above its fair share, let two shard
 counts lead at once (the Fence records one count, see kube.fencing), or judge a member
@@ -38,7 +39,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from punctual.clocks import Clock, Monotonic, monotonic
+from punctual.clocks import Clock, EventLoopSleeper, Monotonic, Sleeper, monotonic
 from punctual.core.jobs import installation_label
 from punctual.core.keys import LABEL_MEMBER_OF
 from punctual.kube.client import Api, ApiError, NotFound
@@ -48,7 +49,6 @@ from punctual.kube.leases import (
     LeaseRecord,
     Observation,
     expired,
-    first_of,
     known_server_time,
     micro_time,
     observe,
@@ -251,12 +251,14 @@ class ShardedElection:
         *,
         clock: Clock,
         monotonic: Monotonic = monotonic,
+        sleeper: Sleeper | None = None,
     ) -> None:
         if count < 1:
             raise ValueError(f"need 1 shard or more, got {count}")
         self.count = count
         self.config = config
         self._monotonic = monotonic
+        self._sleeper = sleeper or EventLoopSleeper()
         self.electors = [
             LeaderElector(
                 api,
@@ -269,6 +271,7 @@ class ShardedElection:
                 ),
                 clock=clock,
                 monotonic=monotonic,
+                sleeper=self._sleeper,
             )
             for i in range(count)
         ]
@@ -312,7 +315,8 @@ class ShardedElection:
                 for elector in self.electors:
                     elector.released.clear()
                 await self.round()
-                await first_of(stop, *(e.released for e in self.electors), timeout=self._pause())
+                released = (e.released for e in self.electors)
+                await self._sleeper.wait(stop, *released, timeout=self._pause())
                 for elector in self.electors:
                     await elector.lapse()  # a renew deadline passed unrenewed: say so
         finally:

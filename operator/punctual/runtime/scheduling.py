@@ -7,7 +7,10 @@ of schedules starving the others. This module owns only that timing and fairness
 to do with a schedule is the `process` callback's business.
 
 * Wake-up times are API-server instants; the loop sleeps against `clock.now()`, which
-  is the estimated API server clock.
+  is the estimated API server clock: it waits, through its `Sleeper`, the seconds from
+  `clock.now()` to the earliest wake-up, and reads the clock again whenever it wakes
+  (the estimate may have moved meanwhile). The Sleeper is asyncio's in production and
+  simulated time in the tests, which assert "processed at T, not before" exactly.
 * A key that is notified while it is being processed is processed again afterwards,
   so no change is lost and no schedule is processed concurrently with itself.
 * Ready keys wait in one queue per namespace; workers take from the namespaces in
@@ -29,9 +32,9 @@ import itertools
 import logging
 from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 
-from punctual.clocks import Clock
+from punctual.clocks import Clock, EventLoopSleeper, Sleeper
 
 logger = logging.getLogger(__name__)
 
@@ -41,10 +44,17 @@ Process = Callable[[Key], Awaitable[datetime | None]]
 
 class SchedulerLoop:
     def __init__(
-        self, process: Process, *, clock: Clock, workers: int = 128, routine_slots: int = 16
+        self,
+        process: Process,
+        *,
+        clock: Clock,
+        workers: int = 128,
+        routine_slots: int = 16,
+        sleeper: Sleeper | None = None,
     ) -> None:
         self._process = process
         self._clock = clock
+        self._sleeper = sleeper or EventLoopSleeper()
         self._workers = workers
         self._routine_slots = max(1, min(routine_slots, workers))
         self._routine: OrderedDict[Key, None] = OrderedDict()  # postponed, oldest first
@@ -129,14 +139,7 @@ class SchedulerLoop:
             self._promote_due()
             if self.enabled:
                 self._dispatch()
-            delay = self._seconds_to_next()
-            waiter = asyncio.ensure_future(self._kick.wait())
-            stopper = asyncio.ensure_future(stop.wait())
-            await asyncio.wait(
-                {waiter, stopper}, timeout=delay, return_when=asyncio.FIRST_COMPLETED
-            )
-            waiter.cancel()
-            stopper.cancel()
+            await self._sleeper.wait(self._kick, stop, timeout=self._seconds_to_next())
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -191,8 +194,6 @@ class SchedulerLoop:
             raise
         except Exception:
             logger.exception("processing %s/%s failed; retrying in 5 s", *key)
-            from datetime import timedelta
-
             next_wake = self._clock.now() + timedelta(seconds=5)
         finally:
             self._running.discard(key)
