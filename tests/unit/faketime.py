@@ -11,10 +11,10 @@ in the manner of kopf's looptime.
 Time is kept in whole microseconds (a `timedelta`), so that an instant computed by the
 code under test from `now()` plus a float number of seconds is reached exactly.
 
-`settle()` lets every task run until all of them wait (on an event, or on simulated
+`run_until_idle()` lets every task run until all of them wait (on an event, or on simulated
 time): it yields to the event loop until the loop has nothing ready to run. It reads
 asyncio's ready queue for that, which is private; if that ever goes away, the fallback
-is a fixed number of yields, and only `settle`'s body changes.
+is a fixed number of yields, and only `run_until_idle`'s body changes.
 
 What it must never do: read the real clock or wait real time.
 """
@@ -99,25 +99,25 @@ class FakeTime:
 
     async def advance(self, seconds: float) -> None:
         """Let `seconds` pass: every wait due meanwhile ends at its own instant, in order,
-        and what it sets off runs (settles) before time moves on."""
+        and what it sets off runs before time moves on."""
         await self.advance_to(self.now() + _duration(seconds))
 
     async def advance_to(self, instant: datetime) -> None:
         target = self.elapsed + (instant - self.now())
         if target < self.elapsed:
             raise ValueError(f"time runs forward only: {instant} is in the past")
-        await self.settle()
+        await self.run_until_idle()
         while (deadline := self._next_deadline()) is not None and deadline <= target:
             self._move_to(deadline)
-            await self.settle()
+            await self.run_until_idle()
         self._move_to(target)
-        await self.settle()
+        await self.run_until_idle()
 
     async def until(self, predicate: Callable[[], object], *, within: float = 86_400.0) -> None:
         """Let time pass, from one wait's end to the next, until `predicate` holds; fail if
         it never can (nothing waits on time any more) or not within `within` seconds."""
         limit = self.elapsed + _duration(within)
-        await self.settle()
+        await self.run_until_idle()
         while not predicate():
             deadline = self._next_deadline()
             if deadline is None:
@@ -125,19 +125,19 @@ class FakeTime:
             if deadline > limit:
                 raise AssertionError(f"not within {within} simulated seconds")
             self._move_to(deadline)
-            await self.settle()
+            await self.run_until_idle()
 
     async def step(self) -> None:
         """Move time to the next instant a wait ends, and let what it sets off run; fail
         if nothing waits on time."""
-        await self.settle()
+        await self.run_until_idle()
         deadline = self._next_deadline()
         if deadline is None:
             raise AssertionError("no next instant: every task waits, and none on time")
         self._move_to(deadline)
-        await self.settle()
+        await self.run_until_idle()
 
-    async def settle(self) -> None:
+    async def run_until_idle(self) -> None:
         """Let every task run until each waits (on an event or on simulated time)."""
         loop = asyncio.get_running_loop()
         quiet = 0

@@ -73,7 +73,7 @@ class Running:
 @contextlib.asynccontextmanager
 async def running(time: FakeTime, *replicas: LeaderElector) -> AsyncIterator[list[Running]]:
     runs = [Running(replica, time) for replica in replicas]
-    await time.settle()
+    await time.run_until_idle()
     try:
         yield runs
     finally:

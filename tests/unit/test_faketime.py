@@ -39,7 +39,7 @@ async def test_time_moves_only_when_the_test_moves_it() -> None:
     sleeping = asyncio.create_task(time.sleep(1))
     for _ in range(100):
         await asyncio.sleep(0)
-    await time.settle()
+    await time.run_until_idle()
     assert not sleeping.done()
     assert (time.now(), time.monotonic(), time.seconds) == (T0, MONOTONIC_START, 0.0)
     await time.advance(1)
@@ -51,9 +51,9 @@ async def test_a_wait_ends_on_an_event_before_its_timeout_and_forgets_its_timer(
     time = FakeTime()
     event = asyncio.Event()
     waiting = asyncio.create_task(time.wait(event, timeout=60))
-    await time.settle()
+    await time.run_until_idle()
     event.set()
-    await time.settle()
+    await time.run_until_idle()
     assert waiting.done() and time.seconds == 0
     with pytest.raises(AssertionError, match="none on time"):
         await time.until(lambda: False)  # its timer is gone: nothing waits on time
@@ -63,7 +63,7 @@ async def test_a_jump_moves_the_wall_clock_alone() -> None:
     time = FakeTime()
     sleeping = asyncio.create_task(time.sleep(1))
     time.jump(3600)
-    await time.settle()
+    await time.run_until_idle()
     assert not sleeping.done()  # the monotonic clock did not move
     assert time.now() == T0 + timedelta(hours=1) and time.monotonic() == MONOTONIC_START
     await time.advance(1)
@@ -106,7 +106,7 @@ async def test_time_runs_forward_only() -> None:
         await time.advance_to(T0)
 
 
-async def test_settle_fails_on_a_busy_loop_instead_of_hanging() -> None:
+async def test_run_until_idle_fails_on_a_busy_loop_instead_of_hanging() -> None:
     time = FakeTime()
 
     async def spinning() -> None:
@@ -115,7 +115,7 @@ async def test_settle_fails_on_a_busy_loop_instead_of_hanging() -> None:
 
     task = asyncio.create_task(spinning())
     with pytest.raises(AssertionError, match="busy loop"):
-        await time.settle()
+        await time.run_until_idle()
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
 

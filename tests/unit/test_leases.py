@@ -49,12 +49,15 @@ CASES = [
     Case("released Lease: take it, next epoch", record(""), 0, None, None, Step.TAKE, 5),
     Case("ours: renew, keep my epoch", record("me"), 3, None, 4, Step.RENEW, 4),
     Case("ours after a restart: renew at its epoch", record("me"), 0, None, None, Step.RENEW, 4),
-    Case("another holder, fresh: follow", record("other"), 3, None, None, Step.FOLLOW, None),
-    Case("other holder, seen 14.9 s: follow", record("other"), 14.9, None, None, Step.FOLLOW, None),
+    Case("another holder, fresh: stand by", record("other"), 3, None, None, Step.STAND_BY, None),
+    Case(
+        "other holder, seen 14.9 s: stand by", record("other"), 14.9, None, None, Step.STAND_BY,
+        None,
+    ),
     Case("other holder, 15 s unchanged: take", record("other"), 15, None, None, Step.TAKE, 5),
     Case(
         "renewTime old but seen only now, server clock unknown: follow (never compare walls)",
-        record("other", renewed=T0 - timedelta(hours=1)), 0, None, None, Step.FOLLOW, None,
+        record("other", renewed=T0 - timedelta(hours=1)), 0, None, None, Step.STAND_BY, None,
     ),
     Case(
         "server clock known, past renewTime + duration: take at expiry",
@@ -62,11 +65,11 @@ CASES = [
     ),
     Case(
         "server clock known, 1 s before expiry: follow",
-        record("other"), 2, T0 + timedelta(seconds=14), None, Step.FOLLOW, None,
+        record("other"), 2, T0 + timedelta(seconds=14), None, Step.STAND_BY, None,
     ),
     Case(
         "no renewTime, server clock known: only the observer's clock counts",
-        record("other", renewed=None), 2, T0 + timedelta(hours=1), None, Step.FOLLOW, None,
+        record("other", renewed=None), 2, T0 + timedelta(hours=1), None, Step.STAND_BY, None,
     ),
 ]  # fmt: skip
 

@@ -85,7 +85,7 @@ async def running(loop: SchedulerLoop, time: FakeTime) -> AsyncIterator[asyncio.
         yield task
     finally:
         stop.set()
-        await time.settle()
+        await time.run_until_idle()
         if not task.done():
             task.cancel()
             raise AssertionError("the loop did not stop at once")
@@ -129,7 +129,7 @@ async def test_the_loop_goes_by_the_injected_clock_when_its_estimate_moves_ahead
         assert work.calls == []
         time.jump_to(due - timedelta(seconds=0.5))  # the clock says: half a second to go
         loop.notify(OTHER)  # any input wakes the loop, which then reads the clock
-        await time.settle()
+        await time.run_until_idle()
         assert work.keys() == [OTHER]
         await time.advance(0.5 - 1e-6)
         assert work.count(KEY) == 0
@@ -156,7 +156,7 @@ async def test_a_wake_up_in_the_past_is_processed_at_once() -> None:
     time, work, loop = make()
     async with running(loop, time):
         loop.wake_at(KEY, T0 - timedelta(days=1))
-        await time.settle()
+        await time.run_until_idle()
         assert work.calls == [(KEY, T0)]  # no simulated time passed
 
 
@@ -218,7 +218,7 @@ async def test_a_key_changed_while_being_processed_is_processed_again_afterwards
     work.gate = asyncio.Event()
     async with running(loop, time):
         loop.notify(KEY)
-        await time.settle()
+        await time.run_until_idle()
         assert work.count(KEY) == 1
         for _ in range(3):  # several changes arrive meanwhile
             if how == "notified":
@@ -228,7 +228,7 @@ async def test_a_key_changed_while_being_processed_is_processed_again_afterwards
             await time.advance(0.01)
         assert work.count(KEY) == 1  # never alongside itself
         work.gate.set()
-        await time.settle()
+        await time.run_until_idle()
         assert work.instants(KEY) == [T0, T0 + ms(30)]  # at once when the first pass ended
         await time.advance(3600)
     assert work.count(KEY) == 2  # the changes are coalesced into one more pass
@@ -278,7 +278,7 @@ async def test_a_hung_schedule_does_not_block_the_others() -> None:
         loop.notify(KEY)
         for i in range(5):
             loop.notify(("other", f"s{i}"))
-        await time.settle()
+        await time.run_until_idle()
         assert len(work.calls) == 6  # the five others on the one free worker
     assert work.cancelled == [KEY]  # stopping the loop cancels the hung call
 
@@ -290,7 +290,7 @@ async def test_round_robin_a_small_namespace_is_not_starved_by_a_large_one() -> 
     for key in [*big, *small]:
         loop.notify(key)
     async with running(loop, time):
-        await time.settle()
+        await time.run_until_idle()
     order = work.keys()
     assert len(order) == 52
     assert {order.index(key) for key in small} <= {0, 1, 2, 3}
@@ -310,7 +310,7 @@ async def test_round_robin_a_late_namespace_goes_next() -> None:
     for key in big:
         loop.notify(key)
     async with running(loop, time):
-        await time.settle()
+        await time.run_until_idle()
     assert len(work.calls) == 51
     assert work.keys().index(late) in (10, 11)
 
@@ -326,12 +326,12 @@ async def test_an_exception_in_process_is_logged_and_retried_5_s_later(
     caplog.set_level(logging.ERROR, logger="punctual.runtime.scheduling")
     async with running(loop, time) as task:
         loop.notify(KEY)
-        await time.settle()
+        await time.run_until_idle()
         assert work.instants(KEY) == [T0]
         [record] = caplog.records
         # The loop lives on: other schedules are processed.
         loop.notify(OTHER)
-        await time.settle()
+        await time.run_until_idle()
         assert work.count(OTHER) == 1
         assert not task.done()
         # Not retried at once, nor before the retry delay has passed on the clock ...
@@ -355,7 +355,7 @@ async def test_a_disabled_loop_dispatches_nothing_until_enabled() -> None:
         assert work.calls == []
         loop.enabled = True
         loop.notify(("x", "kick"))
-        await time.settle()
+        await time.run_until_idle()
         assert work.count(KEY) == 1 and work.count(OTHER) == 1
 
 
@@ -366,10 +366,10 @@ async def test_stopping_returns_at_once_even_with_work_in_progress() -> None:
     task = asyncio.create_task(loop.run(stop))
     loop.notify(KEY)
     loop.wake_at(OTHER, T0 + timedelta(days=1))
-    await time.settle()
+    await time.run_until_idle()
     assert work.keys() == [KEY]
     stop.set()
-    await time.settle()
+    await time.run_until_idle()
     assert task.done() and task.exception() is None
     assert time.seconds == 0  # in no simulated time either
     assert work.cancelled == [KEY]
@@ -425,11 +425,11 @@ async def test_routine_writes_take_at_most_their_slots_and_the_rest_wait_in_orde
     async with running(loop, time):
         for key in keys:
             loop.notify(key)
-        await time.settle()
+        await time.run_until_idle()
         assert len(work.writing) == 2 and loop.postponed == 4
         assert loop.pending == 2  # the postponed ones hold no worker
         work.release.set()
-        await time.settle()
+        await time.run_until_idle()
     assert work.most_writing == 2
     assert work.written[:2] == keys[:2]  # the first two took the slots at once ...
     assert work.written[2:] == keys[2:]  # ... and the postponed ones followed, oldest first
@@ -443,14 +443,14 @@ async def test_a_due_write_never_waits_behind_routine_ones() -> None:
     async with running(loop, time):
         for i in range(100):
             loop.notify(("bulk", f"first-claim-{i}"))
-        await time.settle()
+        await time.run_until_idle()
         assert loop.postponed == 99
         loop.notify(due)
-        await time.settle()
+        await time.run_until_idle()
         assert work.due_written == [due]
         assert work.written == []  # the routine write still holds its slot
         work.release.set()
-        await time.settle()
+        await time.run_until_idle()
         assert len(work.written) == 100
     assert work.most_writing == 1
 
@@ -460,7 +460,7 @@ async def test_a_forgotten_schedule_leaves_the_routine_lane() -> None:
     async with running(loop, time):
         loop.notify(KEY)
         loop.notify(OTHER)
-        await time.settle()
+        await time.run_until_idle()
         assert loop.postponed == 1
         loop.forget(OTHER)
         assert loop.postponed == 0

@@ -80,11 +80,11 @@ async def test_a_joining_replica_gets_its_half_once_the_view_is_stable() -> None
     a, b = election(server, "a"), election(server, "b")
     stop = asyncio.Event()
     run_a = asyncio.create_task(a.run(stop))
-    await time.settle()
+    await time.run_until_idle()
     assert a.led() == [0, 1, 2, 3] and a.observed()
     await time.advance(5)
     run_b = asyncio.create_task(b.run(stop))
-    await time.settle()
+    await time.run_until_idle()
     assert b.led() == [] and b.observed()  # every shard held and renewed: b follows
 
     def before_the_split() -> None:

@@ -22,9 +22,9 @@ from punctual.kube.sharding import (
     fair_share,
     live_members,
     member_lease_name,
-    plan_shards,
     preference,
     shard_key,
+    shard_moves,
     shard_of,
     track,
 )
@@ -212,8 +212,8 @@ PLANS = [
 @pytest.mark.parametrize("case", PLANS, ids=[c.name for c in PLANS])
 def test_plan(case: PlanCase) -> None:
     membership = Membership(case.members, NOW - case.stable_for)
-    plan = plan_shards(
-        me="me", membership=membership, held=case.held, count=case.count, now=NOW, settle=SETTLE
+    plan = shard_moves(
+        me="me", membership=membership, held=case.held, count=case.count, now=NOW, stable_for=SETTLE
     )
     assert (plan.share, plan.may_take, plan.release) == (case.share, case.may_take, case.release)
 
@@ -236,8 +236,13 @@ def test_flapping_member_moves_no_shard() -> None:
     for step in range(20):
         members = ["me", "x"] if step % 2 else ["me"]
         membership = track(membership, members, NOW + 3 * step)
-        plan = plan_shards(
-            me="me", membership=membership, held=held, count=16, now=NOW + 3 * step, settle=SETTLE
+        plan = shard_moves(
+            me="me",
+            membership=membership,
+            held=held,
+            count=16,
+            now=NOW + 3 * step,
+            stable_for=SETTLE,
         )
         shares.append(plan.share)
         assert plan.release == ()  # gives none away ...
@@ -252,13 +257,13 @@ def test_a_round_never_takes_beyond_the_share(held: int, members: tuple[str, ...
     """Whatever it holds and whoever is live: what it may take tops it up to its share at
     most, and what it releases brings it down to its share exactly (once settled)."""
     for stable_for in (0, SETTLE):
-        plan = plan_shards(
+        plan = shard_moves(
             me="me",
             membership=Membership(members, NOW - stable_for),
             held=list(range(held)),
             count=16,
             now=NOW,
-            settle=SETTLE,
+            stable_for=SETTLE,
         )
         assert plan.share == fair_share("me", members, 16)
         assert plan.may_take == max(0, plan.share - held)
@@ -276,13 +281,13 @@ def test_two_replicas_converge_to_an_even_split() -> None:
     for step in range(12):
         now = NOW + 2 * step
         for name in ("a", "b"):
-            plan = plan_shards(
+            plan = shard_moves(
                 me=name,
                 membership=memberships[name],
                 held=sorted(held[name]),
                 count=16,
                 now=now,
-                settle=SETTLE,
+                stable_for=SETTLE,
             )
             held[name] -= set(plan.release)
             free = set(range(16)) - held["a"] - held["b"]

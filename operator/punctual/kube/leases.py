@@ -10,7 +10,7 @@ client-go's leaderelection does them, with the clock that matters for each:
 * A leader counts itself leader only until `renew_deadline` (10 s) after it *sent*
   its last successful renewal, which is earlier than any standby can take over
   (`lease_duration`, 15 s, after it *saw* that renewal). Every write Punctual makes
-  checks `is_leader()` first, so a leader stopped by SIGSTOP wakes up as a follower.
+  checks `is_leader()` first, so a leader stopped by SIGSTOP wakes up as a standby.
 * Taking the Lease increments `leaseTransitions`; that number is the leader's epoch,
   stamped on every Job it creates.
 * Every write to the Lease carries its resourceVersion, so two candidates racing
@@ -48,7 +48,6 @@ from punctual.clocks import (
     Sleeper,
     monotonic,
 )
-from punctual.clocks import first_of as first_of  # where runtime.process finds it
 from punctual.core.jobs import installation_label
 from punctual.core.keys import LABEL_MEMBER_OF
 from punctual.core.times import maybe_time
@@ -71,12 +70,6 @@ class LeaseConfig:
     # A Fence (crds/fences.punctual.dev.yaml) beside the Lease holding {holder, epoch}:
     # the parameter of the API server's fencing policy. None: no fence.
     fence: str | None
-    # With shards (kube.sharding): this Lease's entry in the Fence's per-shard map
-    # ("<i>-of-<n>"), the shard count, and the installation's base Lease name, from which
-    # the Leases of another shard count are named. None / 1 / None: one Lease, as before.
-    fence_key: str | None = None
-    shard_count: int = 1
-    base_name: str | None = None
 
     def __post_init__(self) -> None:
         if not 0 < self.retry_period < self.renew_deadline < self.lease_duration:
@@ -84,6 +77,22 @@ class LeaseConfig:
                 "need 0 < retry period < renew deadline < lease duration, got "
                 f"{self.retry_period} / {self.renew_deadline} / {self.lease_duration}"
             )
+
+
+@dataclass(frozen=True)
+class Shard:
+    """Which shard a Lease leads (kube.sharding): its index, the shard count, and the
+    installation's base Lease name, from which the Leases of another count are named.
+    One shard is `Shard(0, 1, name)`: the Lease `name` and the Fence's holder/epoch."""
+
+    index: int
+    count: int
+    base_name: str
+
+    @property
+    def key(self) -> str | None:
+        """Its entry in the Fence's per-shard map ("<i>-of-<n>"); None with one shard."""
+        return None if self.count == 1 else f"{self.index}-of-{self.count}"
 
 
 # -- the decisions, pure ---------------------------------------------------------------
@@ -151,7 +160,7 @@ class Step(Enum):
 
     RENEW = "renew"  # ours: write a new renewTime, keep the epoch
     TAKE = "take"  # released or expired: take it, leaseTransitions + 1 is the new epoch
-    FOLLOW = "follow"  # another replica holds it and it is alive
+    STAND_BY = "stand by"  # another replica holds it and it is alive
 
 
 def choose(
@@ -162,13 +171,13 @@ def choose(
     now: float,
     server_now: datetime | None,
 ) -> tuple[Step, int | None]:
-    """The step and the epoch it leads to (None when following)."""
+    """The step and the epoch it leads to (None when standing by)."""
     record = observation.record
     if record.holder == identity:
         return Step.RENEW, record.transitions if epoch is None else epoch
     if record.holder == "" or expired(observation, now, server_now):
         return Step.TAKE, record.transitions + 1
-    return Step.FOLLOW, None
+    return Step.STAND_BY, None
 
 
 def above_fence(epoch: int, fenced: int | None) -> int:
@@ -210,12 +219,14 @@ class LeaderElector:
         config: LeaseConfig,
         *,
         clock: Clock,
+        shard: Shard | None = None,
         monotonic: Monotonic = monotonic,
         sleeper: Sleeper | None = None,
     ) -> None:
         self.api = api  # its watch wakes a standby when the Lease is released
         self.released = asyncio.Event()  # the Lease was released while we stood by
         self.config = config
+        self.shard = shard or Shard(0, 1, config.name)
         self._clock = clock  # the wall clock written into renewTime (the server's estimate)
         self._monotonic = monotonic  # judges expiry and the renew deadline
         self._sleeper = sleeper or EventLoopSleeper()  # waits between rounds
@@ -254,7 +265,7 @@ class LeaderElector:
 
     @property
     def expires_in(self) -> float | None:
-        """Seconds until the holder's Lease expires by the server's clock, while following."""
+        """Seconds until the holder's Lease expires by the server's clock, while standing by."""
         return self._expires_in
 
     def _server_now(self) -> datetime | None:
@@ -272,11 +283,11 @@ class LeaderElector:
         except NotFound:
             self.observed.set()
             if not may_take:
-                return await self._settle(None, was_leader)
-            return await self._settle(await self._create(started), was_leader)
+                return await self._update_leadership(None, was_leader)
+            return await self._update_leadership(await self._create(started), was_leader)
         except ApiError as error:
             logger.warning("reading Lease %s failed: %s", self.config.name, error)
-            return await self._settle(None, was_leader)
+            return await self._update_leadership(None, was_leader)
 
         self.observed.set()
         record = LeaseRecord.from_body(lease, self.config.lease_duration)
@@ -287,29 +298,28 @@ class LeaderElector:
         )
         # A standby wakes at the expiry the server's clock predicts, not a poll later.
         seen_long_enough = started - observation.since >= record.duration
-        following = step is not Step.RENEW and not seen_long_enough
-        self._expires_in = seconds_left(record, server_now) if following else None
+        standing_by = step is not Step.RENEW and not seen_long_enough
+        self._expires_in = seconds_left(record, server_now) if standing_by else None
         if step is Step.TAKE and not may_take:
-            step = Step.FOLLOW
-        if step is Step.FOLLOW or epoch is None:
+            step = Step.STAND_BY
+        if step is Step.STAND_BY or epoch is None:
             self.epoch = None
-            return await self._settle(None, was_leader)
+            return await self._update_leadership(None, was_leader)
         if step is Step.TAKE:
             epoch = above_fence(epoch, await self._fence_epoch())
         written = await self._write(lease, started, epoch, take=step is Step.TAKE)
-        return await self._settle(written, was_leader)
+        return await self._update_leadership(written, was_leader)
 
     async def _fence_epoch(self) -> int | None:
         c = self.config
         if c.fence is None:
             return None
-        return await fence_epoch(self.api, c.namespace, c.fence, key=c.fence_key)
+        return await fence_epoch(self.api, c.namespace, c.fence, key=self.shard.key)
 
     async def _count_alive(self, count: int) -> bool:
         """Whether any Lease of another shard count (the Fence's) is alive."""
-        base = self.config.base_name or self.config.name
         for index in range(count):
-            name = shard_lease_name(base, index, count)
+            name = shard_lease_name(self.shard.base_name, index, count)
             if await self._others.alive(f"{self.config.namespace}/{name}", members=False):
                 return True
         return False
@@ -367,7 +377,7 @@ class LeaderElector:
         self._valid_until = started + self.config.renew_deadline
         return epoch
 
-    async def _settle(self, epoch: int | None, was_leader: bool) -> bool:
+    async def _update_leadership(self, epoch: int | None, was_leader: bool) -> bool:
         """Take the epoch the Lease gave us (None: none), raise the Fence to it before
         anything is written under it, and say when leadership starts or stops."""
         self.holding = epoch is not None
@@ -381,8 +391,8 @@ class LeaderElector:
                     name,
                     c.identity,
                     epoch,
-                    key=c.fence_key,
-                    count=c.shard_count,
+                    key=self.shard.key,
+                    count=self.shard.count,
                     count_alive=self._count_alive,
                 ):
                     self._fenced = epoch
@@ -404,7 +414,7 @@ class LeaderElector:
     async def run(self, stop: asyncio.Event) -> None:
         """Attempt every retry period (or at once when the Lease is released) until
         `stop`; then release."""
-        follower = asyncio.create_task(self.follow())
+        watcher = asyncio.create_task(self.watch_release())
         try:
             while not stop.is_set():
                 self.released.clear()
@@ -415,17 +425,17 @@ class LeaderElector:
                 await self._sleeper.wait(stop, self.released, timeout=pause)
                 await self.lapse()
         finally:
-            follower.cancel()
+            watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await follower
+                await watcher
             await self.release()
 
     async def lapse(self) -> None:
         """If the renew deadline passed unrenewed: stop leading, and say so."""
         if not self.is_leader() and self.epoch is not None:
-            await self._settle(None, True)
+            await self._update_leadership(None, True)
 
-    async def follow(self) -> None:
+    async def watch_release(self) -> None:
         """Watch the Lease; set `released` when it is released or deleted while we stand by."""
         collection, name = self.path.rsplit("/", 1)
         while True:

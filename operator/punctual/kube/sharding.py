@@ -48,6 +48,7 @@ from punctual.kube.leases import (
     LeaseConfig,
     LeaseRecord,
     Observation,
+    Shard,
     expired,
     known_server_time,
     micro_time,
@@ -122,7 +123,7 @@ def track(previous: Membership | None, members: Sequence[str], now: float) -> Me
 
 
 @dataclass(frozen=True, slots=True)
-class ShardPlan:
+class ShardMoves:
     """What a replica does with the shards this round."""
 
     share: int
@@ -130,26 +131,26 @@ class ShardPlan:
     release: tuple[int, ...]  # shards it gives up (it holds more than its share)
 
 
-def plan_shards(
+def shard_moves(
     *,
     me: str,
     membership: Membership,
     held: Sequence[int],
     count: int,
     now: float,
-    settle: float,
-) -> ShardPlan:
+    stable_for: float,
+) -> ShardMoves:
     """The round's plan. Taking is limited by the share at once; releasing waits until the
-    membership has been unchanged for `settle` seconds (a Lease duration), so that a member
+    membership has been unchanged for `stable_for` seconds (a Lease duration), so that a member
     that flaps, or a view that differs for a moment between replicas, moves no shard. The
     excess released is the highest-numbered shards held (any choice is correct; this one
     is stable)."""
     share = fair_share(me, membership.members, count)
     may_take = max(0, share - len(held))
     release: tuple[int, ...] = ()
-    if len(held) > share and now - membership.since >= settle:
+    if len(held) > share and now - membership.since >= stable_for:
         release = tuple(sorted(held)[share:])
-    return ShardPlan(share=share, may_take=may_take, release=release)
+    return ShardMoves(share=share, may_take=may_take, release=release)
 
 
 def preference(me: str, members: Sequence[str], count: int) -> list[int]:
@@ -262,14 +263,9 @@ class ShardedElection:
         self.electors = [
             LeaderElector(
                 api,
-                replace(
-                    config,
-                    name=shard_lease_name(config.name, i, count),
-                    fence_key=shard_key(i, count),
-                    shard_count=count,
-                    base_name=config.name,
-                ),
+                replace(config, name=shard_lease_name(config.name, i, count)),
                 clock=clock,
+                shard=Shard(i, count, config.name),
                 monotonic=monotonic,
                 sleeper=self._sleeper,
             )
@@ -309,7 +305,7 @@ class ShardedElection:
             finally:
                 relay.cancel()
             return
-        followers = [asyncio.create_task(e.follow()) for e in self.electors]
+        watchers = [asyncio.create_task(e.watch_release()) for e in self.electors]
         try:
             while not stop.is_set():
                 for elector in self.electors:
@@ -320,9 +316,9 @@ class ShardedElection:
                 for elector in self.electors:
                     await elector.lapse()  # a renew deadline passed unrenewed: say so
         finally:
-            for task in [*followers, relay]:
+            for task in [*watchers, relay]:
                 task.cancel()
-            await asyncio.gather(*followers, relay, return_exceptions=True)
+            await asyncio.gather(*watchers, relay, return_exceptions=True)
             await asyncio.gather(*(e.release() for e in self.electors))
             await self.members.leave()
 
@@ -336,7 +332,7 @@ class ShardedElection:
                 pause = min(pause, max(0.05, expires_in + 0.05))
         return pause
 
-    async def round(self) -> ShardPlan:
+    async def round(self) -> ShardMoves:
         """One round over every shard; returns its plan (for tests and logs)."""
         await self.members.renew()
         members = await self.members.live()
@@ -344,13 +340,13 @@ class ShardedElection:
         self.membership = track(self.membership, members, now)
         # Held: written by us, led or not yet (waiting for the Fence during a count change).
         held = [i for i, e in enumerate(self.electors) if e.holding]
-        plan = plan_shards(
+        plan = shard_moves(
             me=self.identity,
             membership=self.membership,
             held=held,
             count=self.count,
             now=now,
-            settle=self.config.lease_duration,
+            stable_for=self.config.lease_duration,
         )
         for index in plan.release:
             logger.info("releasing shard %s: %d live replicas", index, len(members))

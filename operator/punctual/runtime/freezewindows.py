@@ -69,7 +69,7 @@ class FreezeWindows:
         read = (read_freeze(body) for body in self.known.get(namespace, {}).values())
         return [freeze for freeze in read if isinstance(freeze, Freeze)]
 
-    async def follow(self, stop: asyncio.Event) -> None:
+    async def run(self, stop: asyncio.Event) -> None:
         """List the FreezeWindows once (readiness waits for it), then while leading list
         them and write their status."""
         missing_said = False

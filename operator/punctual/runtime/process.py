@@ -21,14 +21,14 @@ from typing import Any
 
 from aiohttp import web
 
-from punctual.clocks import ServerClock
+from punctual.clocks import ServerClock, first_of
 from punctual.core.jobs import JobSnapshot
 from punctual.kube.applying import Applier
 from punctual.kube.client import ApiError, KubeClient
 from punctual.kube.credentials import load_credentials
 from punctual.kube.events import EventRecorder
 from punctual.kube.jobwatching import JobIndex
-from punctual.kube.leases import Installations, first_of
+from punctual.kube.leases import Installations
 from punctual.kube.ratelimiting import RateLimiter
 from punctual.kube.schedulewatching import ScheduleIndex
 from punctual.kube.sharding import ShardedElection, shard_key
@@ -152,7 +152,7 @@ class Operator:
         if self.synced.is_set():
             self.loop.notify_in_order(self.schedules.soonest_first())
 
-    async def _follow_leadership(self, stop: asyncio.Event) -> None:
+    async def _act_on_leadership(self, stop: asyncio.Event) -> None:
         """Enable the loop while leading; on becoming leader, look at every schedule."""
         led: set[int] = set()
         while not stop.is_set():
@@ -242,11 +242,11 @@ class Operator:
             "events": self.events.run(stop),
         }
         cancelled = {
-            "leadership": self._follow_leadership(stop),
+            "leadership": self._act_on_leadership(stop),
             "clock": calibrate(self.clock, self.api, stop),
             "schedules": self.schedules.run(stop),
             "jobs": self.jobs.run(stop),
-            "freeze windows": self.freezes.follow(stop),
+            "freeze windows": self.freezes.run(stop),
         }
         helpers = {"synced": self._notify_when_synced(), "signals": self._take_back_signals(stop)}
         stopping = {name: asyncio.create_task(c, name=name) for name, c in releasing.items()}
