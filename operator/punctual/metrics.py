@@ -105,6 +105,12 @@ class Metrics:
             "1 once this replica could lead at once (what /readyz answers 200 for), else 0.",
             registry=r,
         )
+        self.event_loop_lag = Gauge(
+            "punctual_event_loop_lag_seconds",
+            "The largest delay of the event loop in the last 10 s: how much later than asked "
+            "a timer woke (every firing waits behind whatever holds the loop).",
+            registry=r,
+        )
         self.postponed = Gauge(
             "punctual_writes_postponed",
             "CronSchedules whose routine status write (one that waits on no tick in the "

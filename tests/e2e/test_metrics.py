@@ -75,6 +75,10 @@ def test_metrics_count_firings_skips_and_lag(crd: Cluster, namespace: str, tmp_p
     assert sample(text, "punctual_leader") == 1
     assert sample(text, "punctual_leader_epoch") == 0  # the first holder of a new Lease
     assert sample(text, "punctual_schedules") == 2
+    assert sample(text, "punctual_schedules_indexed") == 2
+    assert sample(text, "punctual_synced") == 1
+    # Two schedules firing every second hold the loop for milliseconds, not a second.
+    assert 0 <= sample(text, "punctual_event_loop_lag_seconds") < 1.0
     assert sample(text, "punctual_api_requests_total", verb="post", code="201") >= sec + busy
     assert abs(sample(text, "punctual_clock_offset_seconds")) < 1.0  # same machine, same clock
     status = get(crd, namespace, "cronschedule", "busy")["status"]

@@ -9,6 +9,7 @@
 - `freezewindows`: the FreezeWindows as followed, and their status.
 - `supervision`: a part that ends early is fatal; the stop signals.
 - `calibrating`: keeps the estimate of the API server's clock sharp.
+- `sampling`: the event loop's lag, sampled (`punctual_event_loop_lag_seconds`).
 - `options`: the settings of `punctual run`.
 - `logs`: the log format.
 

@@ -39,6 +39,7 @@ from punctual.runtime.freezewindows import FreezeWindows
 from punctual.runtime.logs import configure_logging
 from punctual.runtime.options import Options, default_identity
 from punctual.runtime.reconciling import Installation, Reconciler, Role, Roles
+from punctual.runtime.sampling import LagSampler
 from punctual.runtime.scheduling import Key, SchedulerLoop
 from punctual.runtime.supervision import Fatal, first_failure, install_stop_signals
 from punctual.runtime.view import LeaderView
@@ -125,6 +126,7 @@ class Operator:
             clock=clock,
             notify=self.loop.notify,
         )
+        self.lag = LagSampler()
         # The schedules and the Jobs listed: nothing is decided, and no Lease is sought, before.
         self.synced = asyncio.Event()
         self.watching = asyncio.Event()  # kopf has started its watches (readiness)
@@ -210,6 +212,7 @@ class Operator:
         self.metrics.shards_led.set(len(self.election.led()))
         self.metrics.schedules.set(len(self.schedules))
         self.metrics.postponed.set(self.loop.postponed)
+        self.metrics.event_loop_lag.set(self.lag.worst())
         self.metrics.conflicts.set(len(self.reconciler.conflicts) if leading else 0)
         self.metrics.clock_offset.set(self.clock.offset.total_seconds())
         self.metrics.clock_uncertainty.set(self.clock.uncertainty.total_seconds())
@@ -244,6 +247,7 @@ class Operator:
         cancelled = {
             "leadership": self._act_on_leadership(stop),
             "clock": calibrate(self.clock, self.api, stop),
+            "event loop lag": self.lag.run(stop),
             "schedules": self.schedules.run(stop),
             "jobs": self.jobs.run(stop),
             "freeze windows": self.freezes.run(stop),
