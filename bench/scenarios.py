@@ -30,6 +30,7 @@ from replicas import start_operator
 from settings import LEASE, NAMESPACE, RAW_AGENT, Scenario, Settings
 from trial import Trial
 
+from punctual.core.keys import ANNOTATION_TICK, LABEL_SCHEDULE
 from punctual.core.schedules import parse_schedule
 from punctual.kube.client import KubeClient
 from punctual.kube.credentials import load_kubeconfig
@@ -63,8 +64,8 @@ def _raw_jobs(n: int) -> list[dict[str, Any]]:
             "metadata": {
                 "name": f"raw-{i:05d}-1",
                 "namespace": NAMESPACE,
-                "labels": {"punctual.dev/schedule": f"raw-{i:05d}"},
-                "annotations": {"punctual.dev/tick": "1970-01-01T00:00:01Z"},
+                "labels": {LABEL_SCHEDULE: f"raw-{i:05d}"},
+                "annotations": {ANNOTATION_TICK: "1970-01-01T00:00:01Z"},
             },
             **JOB_TEMPLATE,
         }

@@ -28,6 +28,11 @@ runs it on simulated time against a fake API server.
 
 What it must never do: decide anything about schedules, or keep writing on a lease
 it could not renew in time.
+
+Over 500 lines because a Lease is read one way everywhere: the pure rules, the elector
+that writes its own Lease, and `Installations`, which judges another installation's
+Lease by the same rules (and which the elector asks before raising the Fence); apart,
+each would import the others.
 """
 
 from __future__ import annotations
