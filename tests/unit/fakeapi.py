@@ -15,8 +15,9 @@ they share, so that a new shell test starts from an API server that already beha
   deleted object until they are removed; lists with an equality `labelSelector` and
   `limit`/`continue` paging (the token is the offset into the list, as a string);
 - a test scripts the answer or failure of the next matching request (`fail`,
-  `answer`), the events of the next matching watch (`script_watch`), cuts a client off
-  (`cut`) or slows every request (`latency`, on simulated time: tests/unit/faketime.py);
+  `answer`, `script_list`), the events of the next matching watch (`script_watch`),
+  cuts a client off (`cut`) or slows every request (`latency`, on simulated time:
+  tests/unit/faketime.py);
 - `watch` is an async iterator fed by what is written (and by `inject`), from the
   given resourceVersion (or, without one, the current objects as ADDED first), that
   ends when the test closes it (`close_watches`) or its `timeoutSeconds` pass on
@@ -217,6 +218,12 @@ class FakeApi(Client):
     def answer(self, verb: str, prefix: str, body: Body, **params: str) -> None:
         """The next matching request is answered with `body` (nothing is stored)."""
         self._scripted.append(_Scripted(verb, prefix, params, copy.deepcopy(body)))
+
+    def script_list(self, prefix: str, items: list[Body], resource_version: str) -> None:
+        """The next list of a path starting with `prefix` answers `items` at that version
+        (nothing is stored): for a test that scripts a list and the watch after it."""
+        listing = {"metadata": {"resourceVersion": resource_version}, "items": items}
+        self._scripted.append(_Scripted("get", prefix, {}, copy.deepcopy(listing)))
 
     def script_watch(self, prefix: str, events: list[Body], **params: str) -> None:
         """The next matching watch replays `events` and ends (nothing is stored)."""
