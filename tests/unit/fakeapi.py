@@ -90,7 +90,7 @@ class Where:
     @classmethod
     def of(cls, path: str) -> Where:
         parts = path.strip("/").split("/")
-        head = 2 if parts[0] == "api" else 3 if parts[0] == "apis" else 0
+        head = 2 if parts[0] == "api" else 3 if parts[0] == "apis" else len(parts) + 1
         prefix, rest = "/" + "/".join(parts[:head]), parts[head:]
         namespace = None
         if len(rest) > 2 and rest[0] == "namespaces":
@@ -203,7 +203,7 @@ class FakeApi(Client):
         self._uids = itertools.count(1)
         self._scripted: list[_Scripted] = []
         self._watches: list[_Watch] = []
-        self._history: list[tuple[int, str, Body]] = []  # (resourceVersion, type, object)
+        self._history: list[tuple[int, str, str, Body]] = []  # (version, type, path, object)
 
     # -- what a test does -------------------------------------------------------------------
 
@@ -414,7 +414,8 @@ class FakeApi(Client):
         return copy.deepcopy(body)
 
     def _send(self, path: str, event: str, body: Body) -> None:
-        self._history.append((int(body["metadata"]["resourceVersion"]), event, body))
+        version = int(body["metadata"]["resourceVersion"])
+        self._history.append((version, event, path, copy.deepcopy(body)))
         for watch in self._watches:
             if watch.where.holds(Where.of(path)) and watch.sees(body):
                 watch.queue.put_nowait({"type": event, "object": copy.deepcopy(body)})
@@ -444,14 +445,15 @@ class FakeApi(Client):
                 if watch.sees(body):
                     watch.queue.put_nowait({"type": "ADDED", "object": body})
         else:
-            for rv, event, body in self._history:
-                seen = watch.where.holds(_where_of(body, where)) and watch.sees(body)
+            for rv, event, written, body in self._history:
+                seen = watch.where.holds(Where.of(written)) and watch.sees(body)
                 if rv > int(version) and seen:
                     watch.queue.put_nowait({"type": event, "object": copy.deepcopy(body)})
         self._watches.append(watch)
         timeout = float(params["timeoutSeconds"]) if params.get("timeoutSeconds") else None
         ended = asyncio.Event()
         timer = asyncio.ensure_future(self.time.wait(ended, timeout=timeout))
+        getting: asyncio.Future[Body | None] | None = None
         try:
             while True:
                 getting = asyncio.ensure_future(watch.queue.get())
@@ -466,12 +468,9 @@ class FakeApi(Client):
         finally:
             ended.set()
             timer.cancel()
+            if getting is not None:
+                getting.cancel()
             self._watches.remove(watch)
-
-
-def _where_of(body: Body, collection: Where) -> Where:
-    meta = body.get("metadata") or {}
-    return Where(collection.prefix, meta.get("namespace"), collection.resource, meta.get("name"))
 
 
 def _with(request: Request, at: float, **outcome: Any) -> Request:
