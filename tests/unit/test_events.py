@@ -5,8 +5,6 @@ best effort)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -14,38 +12,18 @@ from punctual.clocks import FixedClock
 from punctual.core.records import EventNote
 from punctual.kube.client import ApiError
 from punctual.kube.events import EventRecorder
+from tests.unit.fakeapi import FakeApi
 
 T0 = datetime(2026, 11, 26, 12, 0, 0, 123456, tzinfo=UTC)
 SCHEDULE = {"metadata": {"namespace": "team", "name": "nightly", "uid": "u-1"}}
 
 
-@dataclass
-class EventSink:
-    sent: list[dict[str, Any]] = field(default_factory=list)
-    refuse: bool = False
+EVENTS = "/api/v1/namespaces/team/events"
 
-    async def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        if self.refuse:
-            raise ApiError(403, "Forbidden", "events are not allowed")
-        self.sent.append({"path": path, **body})
-        return body
 
-    async def get(self, path: str, **params: str) -> dict[str, Any]:
-        raise AssertionError("the recorder only creates")
-
-    async def replace(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        raise AssertionError("the recorder only creates")
-
-    async def delete(self, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
-        raise AssertionError("the recorder only creates")
-
-    async def patch(self, path: str, body: Any, *, content_type: str = "") -> dict[str, Any]:
-        raise AssertionError("the recorder only creates")
-
-    async def watch(self, path: str, **params: str) -> AsyncIterator[dict[str, Any]]:
-        """The recorder never watches: a watch that ends at once, with no events."""
-        return
-        yield {}
+def sent(api: FakeApi) -> list[dict[str, Any]]:
+    """The Events the API server accepted, in the order they were posted."""
+    return [r.body for r in api.of("create") if r.error is None]
 
 
 async def drain(recorder: EventRecorder) -> None:
@@ -58,15 +36,15 @@ async def drain(recorder: EventRecorder) -> None:
 
 
 async def test_posted_notes_are_sent_in_order_about_the_schedule() -> None:
-    sink = EventSink()
-    recorder = EventRecorder(sink, clock=FixedClock(T0))
+    api = FakeApi()
+    recorder = EventRecorder(api, clock=FixedClock(T0))
     recorder.post(SCHEDULE, EventNote("Normal", "Created", "Created Job nightly-1"))
     recorder.post(SCHEDULE, EventNote("Warning", "Missed", "1 tick missed"))
-    assert sink.sent == []  # posting never waits on the API server
+    assert api.requests == []  # posting never waits on the API server
     await drain(recorder)
-    assert [e["reason"] for e in sink.sent] == ["Created", "Missed"]
-    first = sink.sent[0]
-    assert first["path"] == "/api/v1/namespaces/team/events"
+    assert [e["reason"] for e in sent(api)] == ["Created", "Missed"]
+    assert [r.path for r in api.requests] == [EVENTS, EVENTS]
+    first = sent(api)[0]
     assert first["involvedObject"] == {
         "apiVersion": "punctual.dev/v1",
         "kind": "CronSchedule",
@@ -79,61 +57,62 @@ async def test_posted_notes_are_sent_in_order_about_the_schedule() -> None:
 
 
 async def test_a_full_queue_drops_the_oldest_note() -> None:
-    sink = EventSink()
-    recorder = EventRecorder(sink, clock=FixedClock(T0), capacity=2)
+    api = FakeApi()
+    recorder = EventRecorder(api, clock=FixedClock(T0), capacity=2)
     for i in range(3):
         recorder.post(SCHEDULE, EventNote("Normal", "Created", f"job {i}"))
     await drain(recorder)
-    assert [e["message"] for e in sink.sent] == ["job 1", "job 2"]
+    assert [e["message"] for e in sent(api)] == ["job 1", "job 2"]
     assert recorder.dropped == 1
 
 
 async def test_a_refused_post_is_dropped_and_the_queue_goes_on() -> None:
-    sink = EventSink(refuse=True)
-    recorder = EventRecorder(sink, clock=FixedClock(T0))
+    api = FakeApi()
+    api.fail("create", EVENTS, ApiError(403, "Forbidden", "events are not allowed"))
+    recorder = EventRecorder(api, clock=FixedClock(T0))
     recorder.post(SCHEDULE, EventNote("Normal", "Created", "job"))
     await drain(recorder)
-    sink.refuse = False
     recorder.post(SCHEDULE, EventNote("Normal", "Created", "next"))
     await drain(recorder)
-    assert [e["message"] for e in sink.sent] == ["next"]
+    assert [e["message"] for e in sent(api)] == ["next"]
+    assert [e["message"] for e in api.items(EVENTS)] == ["next"]
     assert recorder.posted == 1
 
 
 async def test_a_long_message_is_cut_to_the_api_limit() -> None:
-    sink = EventSink()
-    recorder = EventRecorder(sink, clock=FixedClock(T0))
+    api = FakeApi()
+    recorder = EventRecorder(api, clock=FixedClock(T0))
     recorder.post(SCHEDULE, EventNote("Warning", "FailedCreate", "x" * 5000))
     await drain(recorder)
-    assert len(sink.sent[0]["message"]) == 1024
+    assert len(sent(api)[0]["message"]) == 1024
 
 
 async def test_events_wait_while_jobs_are_being_created_then_go() -> None:
-    sink = EventSink()
-    recorder = EventRecorder(sink, clock=FixedClock(T0))
+    api = FakeApi()
+    recorder = EventRecorder(api, clock=FixedClock(T0))
     stop = asyncio.Event()
     task = asyncio.create_task(recorder.run(stop))
     with recorder.creating():
         recorder.post(SCHEDULE, EventNote("Normal", "Created", "job"))
         for _ in range(100):
             await asyncio.sleep(0)
-        assert sink.sent == []  # a create is in flight: the API server is the firing's
+        assert api.requests == []  # a create is in flight: the API server is the firing's
     for _ in range(100):
         await asyncio.sleep(0)
-    assert [e["message"] for e in sink.sent] == ["job"]
+    assert [e["message"] for e in sent(api)] == ["job"]
     stop.set()
     await task
 
 
 async def test_an_event_waits_for_creates_at_most_a_while(monkeypatch: Any) -> None:
     monkeypatch.setattr("punctual.kube.events.YIELD_AT_MOST", 0.05)
-    sink = EventSink()
-    recorder = EventRecorder(sink, clock=FixedClock(T0))
+    api = FakeApi()
+    recorder = EventRecorder(api, clock=FixedClock(T0))
     stop = asyncio.Event()
     task = asyncio.create_task(recorder.run(stop))
     with recorder.creating():  # a sustained load: creates never stop
         recorder.post(SCHEDULE, EventNote("Normal", "Created", "job"))
         await asyncio.sleep(0.2)
-        assert [e["message"] for e in sink.sent] == ["job"]
+        assert [e["message"] for e in sent(api)] == ["job"]
     stop.set()
     await task

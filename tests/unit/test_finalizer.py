@@ -33,7 +33,7 @@ from .builders import (
     spec_body,
     status_body,
 )
-from .test_applying import JOBS, STATUS, RecordingApi, applier, create, schedule
+from .test_applying import JOBS, STATUS, applier, create, held_job, schedule, server
 
 
 def held(snapshot: JobSnapshot, *, deleting: bool = False) -> JobSnapshot:
@@ -90,29 +90,32 @@ def test_history_clean_up_deletes_and_releases_its_held_jobs() -> None:
 
 
 async def test_the_applier_writes_the_status_before_it_releases() -> None:
-    api = RecordingApi()
+    api = server(held_job("nightly-1", "u1", finalizers=["example.com/keep", FINALIZER]))
     decision = Decision(
         status={"inFlight": []},
         release=(JobToRelease("nightly-1", "u1"),),
     )
     applied = await applier(api).apply(schedule(), decision)
     assert api.calls == [("replace", STATUS), ("patch", f"{JOBS}/nightly-1")]
-    patch: Any = api.bodies[-1]
+    patch: Any = api.requests[-1].body
     assert patch == {"metadata": {"uid": "u1", "$deleteFromPrimitiveList/finalizers": [FINALIZER]}}
     assert applied.released == ["nightly-1"]
+    # Only our finalizer goes.
+    assert api.objects[f"{JOBS}/nightly-1"]["metadata"]["finalizers"] == ["example.com/keep"]
 
 
 async def test_a_lost_claim_releases_nothing() -> None:
-    from punctual.kube.client import Conflict
-
-    api = RecordingApi({("replace", STATUS): Conflict(409, "Conflict", "stale")})
+    api = server(
+        held_job("nightly-1", "u1", finalizers=[FINALIZER]), version="2"
+    )  # the schedule was written after it was read
     decision = Decision(status={}, release=(JobToRelease("nightly-1", "u1"),))
     await applier(api).apply(schedule(), decision)
     assert api.calls == [("replace", STATUS)]
+    assert api.objects[f"{JOBS}/nightly-1"]["metadata"]["finalizers"] == [FINALIZER]
 
 
 async def test_a_held_job_is_deleted_then_released() -> None:
-    api = RecordingApi()
+    api = server(held_job("nightly-0", "u0", finalizers=[FINALIZER]), held_job("nightly-old", "u9"))
     decision = Decision(
         status=None,
         creates=(create("nightly-2"),),
@@ -128,6 +131,9 @@ async def test_a_held_job_is_deleted_then_released() -> None:
         ("patch", f"{JOBS}/nightly-0"),
         ("delete", f"{JOBS}/nightly-old"),
     ]
+    assert all(r.error is None for r in api.requests)
+    # Held, the deleted Job stayed until released; then it went.
+    assert [j["metadata"]["name"] for j in api.items(JOBS)] == ["nightly-2"]
 
 
 def test_building_a_job_leaves_the_schedule_as_it_was() -> None:

@@ -1,19 +1,19 @@
 """The Job index without kopf: a list, a watch from its resourceVersion, a relist on 410.
 
-A scripted lister stands in for the client; what the index holds and what it reports
-(every change, and on a relist exactly the differences) is checked against it.
+The shared fake API server (tests/unit/fakeapi.py) answers scripted lists and watch
+streams; what the index holds and what it reports (every change, and on a relist
+exactly the differences) is checked against them.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 from typing import Any
 
 from punctual.core.jobs import JobSnapshot
 from punctual.core.keys import FINALIZER
 from punctual.kube.jobwatching import JobIndex
+from tests.unit.fakeapi import FakeApi
 
 NS = "team"
 
@@ -37,44 +37,30 @@ def job(
     }
 
 
-@dataclass
-class Script:
-    """Lists answer in turn; each watch replays one scripted stream, then ends."""
-
-    lists: list[list[dict[str, Any]]]
-    streams: list[list[dict[str, Any]]]
-    watched_from: list[str] = field(default_factory=list)
-    listed: int = 0
-
-    async def get(self, path: str, **params: str) -> dict[str, Any]:
-        self.listed += 1
-        items = self.lists.pop(0)
-        return {"metadata": {"resourceVersion": str(10 * self.listed)}, "items": items}
-
-    async def watch(self, path: str, **params: str) -> AsyncIterator[dict[str, Any]]:
-        self.watched_from.append(params["resourceVersion"])
-        events = self.streams.pop(0) if self.streams else []
-        for event in events:
-            yield event
-        if not self.streams and not events:
-            await asyncio.sleep(3600)
-
-    async def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        raise AssertionError("a Follower only lists and watches")
-
-    async def replace(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        raise AssertionError("a Follower only lists and watches")
-
-    async def delete(self, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
-        raise AssertionError("a Follower only lists and watches")
-
-    async def patch(self, path: str, body: Any, *, content_type: str = "") -> dict[str, Any]:
-        raise AssertionError("a Follower only lists and watches")
+def scripted(
+    path: str, lists: list[list[dict[str, Any]]], streams: list[list[dict[str, Any]]]
+) -> FakeApi:
+    """An API server whose lists of `path` answer `lists` in turn (the n-th at
+    resourceVersion 10n) and whose watches replay `streams` in turn, each then ending;
+    a watch after them stays open, with nothing to tell."""
+    api = FakeApi()
+    for n, items in enumerate(lists, 1):
+        api.script_list(path, items, str(10 * n))
+    for events in streams:
+        api.script_watch(path, events)
+    return api
 
 
-async def run(script: Script) -> tuple[JobIndex, list[tuple[str, JobSnapshot | None]]]:
+def watched_from(api: FakeApi) -> list[str]:
+    return [r.params["resourceVersion"] for r in api.of("watch")]
+
+
+JOBS = JobIndex.path(NS)
+
+
+async def run(api: FakeApi) -> tuple[JobIndex, list[tuple[str, JobSnapshot | None]]]:
     told: list[tuple[str, JobSnapshot | None]] = []
-    index = JobIndex(script, [NS], lambda key, uid, now: told.append((uid, now)))
+    index = JobIndex(api, [NS], lambda key, uid, now: told.append((uid, now)))
     stop = asyncio.Event()
     task = asyncio.create_task(index.run(stop))
     await asyncio.wait_for(index.ready.wait(), 1)
@@ -86,7 +72,8 @@ async def run(script: Script) -> tuple[JobIndex, list[tuple[str, JobSnapshot | N
 
 
 async def test_list_then_watch_reports_every_change_and_keeps_the_index() -> None:
-    script = Script(
+    api = scripted(
+        JOBS,
         lists=[[job("a", "j1")]],
         streams=[
             [
@@ -95,11 +82,10 @@ async def test_list_then_watch_reports_every_change_and_keeps_the_index() -> Non
                 {"type": "MODIFIED", "object": job("a", "j1", rv="13", done=True)},
                 {"type": "DELETED", "object": job("b", "j2", rv="14")},
             ],
-            [],
         ],
     )
-    index, told = await run(script)
-    assert script.watched_from[:2] == ["10", "14"]  # resumed from the last version seen
+    index, told = await run(api)
+    assert watched_from(api) == ["10", "14"]  # resumed from the last version seen
     assert [uid for uid, _ in told] == ["j1", "j2", "j1", "j2"]
     assert told[-1][1] is None  # the deletion
     [only] = index.index["s-1"]
@@ -108,11 +94,12 @@ async def test_list_then_watch_reports_every_change_and_keeps_the_index() -> Non
 
 
 async def test_a_gone_watch_lists_again_and_reports_only_the_differences() -> None:
-    script = Script(
+    api = scripted(
+        JOBS,
         lists=[[job("a", "j1"), job("b", "j2")], [job("a", "j1")]],
-        streams=[[{"type": "ERROR", "object": {"code": 410, "message": "too old"}}], []],
+        streams=[[{"type": "ERROR", "object": {"code": 410, "message": "too old"}}]],
     )
-    index, told = await run(script)
+    index, told = await run(api)
     # j1, j2 listed; after 410 the relist misses j2: it is reported gone, j1 again.
     assert [(uid, now is None) for uid, now in told] == [
         ("j1", False),
@@ -121,9 +108,10 @@ async def test_a_gone_watch_lists_again_and_reports_only_the_differences() -> No
         ("j2", True),
     ]
     assert [j.name for j in index.index["s-1"]] == ["a"]
+    assert watched_from(api) == ["10", "20"]  # the second from the relist
 
 
 async def test_jobs_without_a_schedule_uid_are_not_indexed() -> None:
     stray = job("x", "j9", schedule_uid="")
-    index, told = await run(Script(lists=[[stray]], streams=[[]]))
+    index, told = await run(scripted(JOBS, lists=[[stray]], streams=[]))
     assert len(index.index) == 0 and told == []

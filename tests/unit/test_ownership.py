@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -11,14 +10,16 @@ import pytest
 from punctual.clocks import FixedClock
 from punctual.core.ownership import Ownership, ownership
 from punctual.core.records import EventNote
-from punctual.kube.client import ApiError, NotFound
+from punctual.kube.client import ApiError
 from punctual.kube.leases import Installations
 from punctual.runtime.reconciling import CONFLICT_RECHECK, Installation
+from tests.unit.fakeapi import FakeApi
 
 from .builders import T0, schedule_body, spec_body
 from .test_reconciling import KEY, World
 
 A, B = "ops/punctual-leader", "canary/punctual-leader"
+A_LEASE = "/apis/coordination.k8s.io/v1/namespaces/ops/leases/punctual-leader"
 
 
 def body(*, owner: str | None = None, class_name: str | None = None) -> dict[str, Any]:
@@ -93,33 +94,6 @@ async def test_every_claim_names_the_installation() -> None:
     assert all(c.body["metadata"]["labels"]["punctual.dev/installation"] for c in decision.creates)
 
 
-@dataclass
-class LeaseApi:
-    lease: dict[str, Any] | Exception
-
-    async def get(self, path: str, **params: str) -> dict[str, Any]:
-        if isinstance(self.lease, Exception):
-            raise self.lease
-        return self.lease
-
-    async def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        raise AssertionError
-
-    async def replace(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        raise AssertionError
-
-    async def delete(self, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
-        raise AssertionError
-
-    async def patch(self, path: str, body: Any, *, content_type: str = "") -> dict[str, Any]:
-        raise AssertionError
-
-    async def watch(self, path: str, **params: str) -> AsyncIterator[dict[str, Any]]:
-        """Judging installations never watches: a watch that ends at once, with no events."""
-        return
-        yield {}
-
-
 def lease(holder: str, renewed: str = "2026-11-25T12:00:00.000000Z") -> dict[str, Any]:
     spec = {"holderIdentity": holder, "renewTime": renewed, "leaseDurationSeconds": 15}
     return {"spec": spec}
@@ -135,22 +109,24 @@ class Tick:
 
 async def test_another_installation_is_alive_until_its_lease_is_gone_released_or_stale() -> None:
     tick = Tick()
-    api = LeaseApi(lease("a-0"))
+    api = FakeApi()
+    api.put(A_LEASE, lease("a-0"))
     judge = Installations(api, clock=FixedClock(T0), monotonic=tick)
     assert await judge.alive(A)
     tick.now += 14.9
     assert await judge.alive(A)  # seen unchanged, but not yet for its duration
     tick.now += Installations.REREAD
     assert not await judge.alive(A)  # unchanged for 15 s on our clock: gone
-    api.lease = lease("a-1", renewed="2026-11-25T12:00:20.000000Z")
+    api.put(A_LEASE, lease("a-1", renewed="2026-11-25T12:00:20.000000Z"))
     tick.now += Installations.REREAD
     assert await judge.alive(A)  # renewed: alive again
-    api.lease = lease("")
+    api.put(A_LEASE, lease(""))
     tick.now += Installations.REREAD
     assert not await judge.alive(A)  # released
-    api.lease = NotFound(404, "NotFound", "no Lease")
+    api.remove(A_LEASE)
     tick.now += Installations.REREAD
-    assert not await judge.alive(A)
-    api.lease = ApiError(403, "Forbidden", "cannot get leases")
+    assert not await judge.alive(A)  # gone, and no membership Leases either
+    api.fail("get", A_LEASE, ApiError(403, "Forbidden", "cannot get leases"))
     tick.now += Installations.REREAD
     assert await judge.alive(A)  # cannot tell: never fight
+    assert {verb for verb, _ in api.calls} == {"get"}  # judging only reads

@@ -1,4 +1,5 @@
-"""One pass over one schedule, with fakes of the view's index, the Lease and the applier.
+"""One pass over one schedule, with fakes of the view's index, the Lease and the applier,
+and the shared fake API server for the re-reads (tests/unit/fakeapi.py).
 
 This tests Punctual's own loop: decide, let the status wait if it may, apply,
 remember, and after a 409 re-read and decide again (never retry blindly), at most
@@ -9,7 +10,7 @@ API's answers are tested against the real control plane.
 from __future__ import annotations
 
 import copy
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -20,11 +21,12 @@ from punctual.core.decisions import Decision
 from punctual.core.delaying import ROUTINE_HORIZON
 from punctual.core.jobs import JobSnapshot
 from punctual.kube.applying import Applied, NotLeader, schedule_path
-from punctual.kube.client import NotFound, Unavailable
+from punctual.kube.client import Unavailable
 from punctual.kube.schedulewatching import pack
 from punctual.kube.sharding import shard_of
 from punctual.runtime.reconciling import UNAVAILABLE_RETRY, Reconciler, Role, Roles
 from punctual.runtime.view import LeaderView
+from tests.unit.fakeapi import FakeApi
 
 from .builders import (
     DONE,
@@ -78,35 +80,6 @@ class FakeApplier:
         written = {**schedule, "status": decision.status or schedule.get("status")}
         written["metadata"] = {**schedule["metadata"], "resourceVersion": "4712"}
         return Applied(schedule=written)
-
-
-@dataclass
-class FakeApi:
-    reads: list[str] = field(default_factory=list)
-    body: dict[str, Any] | None = None
-
-    async def get(self, path: str, **params: str) -> dict[str, Any]:
-        self.reads.append(path)
-        if self.body is None:
-            raise NotFound(404, "NotFound", "gone")
-        return copy.deepcopy(self.body)
-
-    async def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        raise AssertionError("a pass creates only through the applier")
-
-    async def replace(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        raise AssertionError("a pass writes only through the applier")
-
-    async def delete(self, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
-        raise AssertionError("a pass deletes only through the applier")
-
-    async def patch(self, path: str, body: Any, *, content_type: str = "") -> dict[str, Any]:
-        raise AssertionError("a pass patches only through the applier")
-
-    async def watch(self, path: str, **params: str) -> AsyncIterator[dict[str, Any]]:
-        """A pass never watches: a watch that ends at once, with no events."""
-        return
-        yield {}
 
 
 class Live(Mapping[Any, Any]):
@@ -223,11 +196,11 @@ async def test_losing_the_lease_mid_pass_remembers_the_schedule_while_the_epoch_
 async def test_a_lost_claim_is_read_again_and_decided_again_at_most_three_times() -> None:
     world = due_now()
     world.applier.outcomes = [Applied(stale=True) for _ in range(3)]
-    world.api.body = world.body
+    world.api.put(schedule_path(*KEY), world.body)
     reconciler, _ = world.reconciler()
     wake = await reconciler(KEY)
     assert len(world.applier.decisions) == 3
-    assert world.api.reads == [schedule_path(*KEY)] * 3
+    assert world.api.calls == [("get", schedule_path(*KEY))] * 3  # reads, never writes
     assert wake == T0 + UNAVAILABLE_RETRY
 
 
@@ -236,20 +209,21 @@ async def test_after_one_lost_claim_the_fresh_read_is_decided_on() -> None:
     world.applier.outcomes = [Applied(stale=True)]
     fresh = copy.deepcopy(world.body)
     fresh["metadata"]["resourceVersion"] = "5000"
-    world.api.body = fresh
+    world.api.put(schedule_path(*KEY), fresh)
     reconciler, _ = world.reconciler()
     await reconciler(KEY)
     assert len(world.applier.decisions) == 2
-    assert world.api.reads == [schedule_path(*KEY)]
+    assert world.api.calls == [("get", schedule_path(*KEY))]
 
 
 async def test_a_schedule_deleted_during_a_conflict_is_left_alone() -> None:
     world = due_now()
     world.applier.outcomes = [Applied(stale=True)]
-    world.api.body = None  # the re-read finds it gone
+    # The API server holds no such schedule: the re-read finds it gone.
     reconciler, _ = world.reconciler()
     assert await reconciler(KEY) is None
     assert len(world.applier.decisions) == 1
+    assert [r.error.status for r in world.api.requests if r.error] == [404]
 
 
 async def test_an_unavailable_api_server_means_try_again_soon() -> None:

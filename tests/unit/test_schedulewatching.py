@@ -10,7 +10,8 @@ from typing import Any
 
 from punctual.kube.schedulewatching import Key, ScheduleIndex, pack, unpack
 
-from .test_jobwatching import Script
+from .fakeapi import FakeApi
+from .test_jobwatching import scripted, watched_from
 
 BODY: dict[str, Any] = {
     "apiVersion": "punctual.dev/v1",
@@ -35,6 +36,7 @@ BODY: dict[str, Any] = {
     "status": {"lastScheduledTime": "2026-11-25T02:00:00Z", "inFlight": []},
 }
 NS = "team-a"
+SCHEDULES = ScheduleIndex.path(NS)
 
 
 def deep_size(value: Any) -> int:
@@ -78,13 +80,13 @@ def schedule(name: str, rv: str, *, ns: str = NS) -> dict[str, Any]:
     }
 
 
-async def follow(script: Script) -> tuple[ScheduleIndex, list[tuple[Key, str | None]]]:
+async def follow(api: FakeApi) -> tuple[ScheduleIndex, list[tuple[Key, str | None]]]:
     told: list[tuple[Key, str | None]] = []
 
     def tell(key: Key, body: Mapping[str, Any] | None) -> None:
         told.append((key, None if body is None else body["metadata"]["resourceVersion"]))
 
-    index = ScheduleIndex(script, [NS], tell)
+    index = ScheduleIndex(api, [NS], tell)
     stop = asyncio.Event()
     task = asyncio.create_task(index.run(stop))
     await asyncio.wait_for(index.ready.wait(), 1)
@@ -96,7 +98,8 @@ async def follow(script: Script) -> tuple[ScheduleIndex, list[tuple[Key, str | N
 
 
 async def test_every_change_and_deletion_is_told_with_its_resource_version() -> None:
-    script = Script(
+    api = scripted(
+        SCHEDULES,
         lists=[[schedule("a", "5")]],
         streams=[
             [
@@ -105,11 +108,10 @@ async def test_every_change_and_deletion_is_told_with_its_resource_version() -> 
                 {"type": "MODIFIED", "object": schedule("a", "13")},
                 {"type": "DELETED", "object": schedule("b", "14")},
             ],
-            [],
         ],
     )
-    index, told = await follow(script)
-    assert script.watched_from[:2] == ["10", "14"]
+    index, told = await follow(api)
+    assert watched_from(api) == ["10", "14"]
     assert told == [((NS, "a"), "5"), ((NS, "b"), "11"), ((NS, "a"), "13"), ((NS, "b"), None)]
     assert list(index) == [(NS, "a")]
     assert unpack(index[(NS, "a")])["metadata"]["resourceVersion"] == "13"
@@ -117,21 +119,22 @@ async def test_every_change_and_deletion_is_told_with_its_resource_version() -> 
 
 
 async def test_a_relist_after_gone_tells_only_what_differs() -> None:
-    script = Script(
+    api = scripted(
+        SCHEDULES,
         lists=[
             [schedule("a", "5"), schedule("b", "6"), schedule("c", "7")],
             [schedule("a", "5"), schedule("c", "9")],  # b deleted, c changed meanwhile
         ],
-        streams=[[{"type": "ERROR", "object": {"code": 410, "message": "too old"}}], []],
+        streams=[[{"type": "ERROR", "object": {"code": 410, "message": "too old"}}]],
     )
-    index, told = await follow(script)
+    index, told = await follow(api)
     assert told[3:] == [((NS, "c"), "9"), ((NS, "b"), None)]
     assert sorted(index) == [(NS, "a"), (NS, "c")]
 
 
 async def test_a_held_schedule_keeps_no_managed_fields() -> None:
     index, _ = await follow(
-        Script(lists=[[BODY | {"metadata": {**BODY["metadata"]}}]], streams=[[]])
+        scripted(SCHEDULES, lists=[[BODY | {"metadata": {**BODY["metadata"]}}]], streams=[])
     )
     [packed] = index.values()
     assert "managedFields" not in unpack(packed)["metadata"]
@@ -144,7 +147,8 @@ async def test_a_new_leader_looks_first_at_the_new_schedules_then_the_soonest_du
             body["status"] = {"nextScheduleTime": upcoming}
         return body
 
-    script = Script(
+    api = scripted(
+        SCHEDULES,
         lists=[
             [
                 with_next("yearly", "2027-01-01T00:00:00Z"),
@@ -163,9 +167,8 @@ async def test_a_new_leader_looks_first_at_the_new_schedules_then_the_soonest_du
                 },
                 {"type": "DELETED", "object": with_next("hourly", "2026-11-26T17:00:00Z")},
             ],
-            [],
         ],
     )
-    index, _ = await follow(script)
+    index, _ = await follow(api)
     names = [name for _, name in index.soonest_first()]
     assert names == ["new", "yearly", "every-second"]
