@@ -105,10 +105,10 @@ class Api(Protocol):
     """What Punctual needs of the API server: five verbs on paths, and a watch.
 
     The one client Protocol: the applier, the Lease loop and its watch, the Followers,
-    the Events and the runtime all take an `Api`. `KubeClient` is the real one; unit
-    tests use small fakes of it (the applier's order and error handling, a Follower's
-    pages, watches and relists), and API semantics stay tested against the real
-    control plane.
+    the Events and the runtime all take an `Api`. `KubeClient` is the real one; every
+    shell unit test uses one recording fake of it (tests/unit/fakeapi.py: the applier's
+    order and error handling, a Follower's pages, watches and relists, the Leases), and
+    API semantics stay tested against the real control plane.
     """
 
     async def get(self, path: str, **params: str) -> Body: ...
