@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import Any
 
 from punctual.kube.client import Body
-from punctual.kube.leases import micro_time
+from punctual.kube.leases import LeaseConfig, micro_time
 from tests.unit.fakeapi import FakeApi
 from tests.unit.faketime import T0, FakeTime
 
@@ -26,6 +26,19 @@ NAMESPACE = "punctual"
 COLLECTION = f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases"
 LEASE = f"{COLLECTION}/punctual-leader"
 DURATION, DEADLINE, RETRY = 15.0, 10.0, 2.0  # runtime.options' defaults
+
+
+def lease_config(identity: str) -> LeaseConfig:
+    """The Lease `punctual-leader` at the default timings, no Fence, for `identity`."""
+    return LeaseConfig(
+        namespace=NAMESPACE,
+        name="punctual-leader",
+        identity=identity,
+        lease_duration=DURATION,
+        renew_deadline=DEADLINE,
+        retry_period=RETRY,
+        fence=None,
+    )
 
 
 @dataclass(frozen=True)

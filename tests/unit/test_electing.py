@@ -21,21 +21,18 @@ import contextlib
 from collections.abc import AsyncIterator
 from datetime import datetime, timedelta
 
-from punctual.kube.leases import LeaderElector, LeaseConfig, micro_time
-from tests.unit.fakeleases import DEADLINE, DURATION, NAMESPACE, RETRY, LeaseServer, Write
+from punctual.kube.leases import LeaderElector, micro_time
+from tests.unit.fakeleases import (
+    DEADLINE,
+    LeaseServer,
+    Write,
+    lease_config,
+)
 from tests.unit.faketime import T0, FakeTime
 
 
 def elector(server: LeaseServer, identity: str) -> LeaderElector:
-    config = LeaseConfig(
-        namespace=NAMESPACE,
-        name="punctual-leader",
-        identity=identity,
-        lease_duration=DURATION,
-        renew_deadline=DEADLINE,
-        retry_period=RETRY,
-        fence=None,
-    )
+    config = lease_config(identity)
     time = server.time
     return LeaderElector(
         server.client(identity), config, clock=time, monotonic=time.monotonic, sleeper=time

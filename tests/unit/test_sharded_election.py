@@ -17,15 +17,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from punctual.kube.leases import LeaseConfig
 from punctual.kube.sharding import ShardedElection
 from tests.unit.fakeleases import (
     COLLECTION,
     DEADLINE,
-    DURATION,
-    NAMESPACE,
-    RETRY,
     LeaseServer,
+    lease_config,
 )
 from tests.unit.faketime import FakeTime
 
@@ -33,15 +30,7 @@ SHARDS = 4
 
 
 def election(server: LeaseServer, identity: str) -> ShardedElection:
-    config = LeaseConfig(
-        namespace=NAMESPACE,
-        name="punctual-leader",
-        identity=identity,
-        lease_duration=DURATION,
-        renew_deadline=DEADLINE,
-        retry_period=RETRY,
-        fence=None,
-    )
+    config = lease_config(identity)
     time = server.time
     return ShardedElection(
         server.client(identity), config, SHARDS, clock=time, monotonic=time.monotonic, sleeper=time
