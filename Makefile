@@ -54,12 +54,15 @@ e2e-kind: venv ## e2e suite on a kind cluster with the chart installed (needs Do
 	e2e/kind/run.sh
 
 .PHONY: helm-lint
-helm-lint: binaries ## helm lint and template the chart in both RBAC modes, with and without monitoring
+helm-lint: binaries ## helm lint and template the chart in both RBAC modes, with and without monitoring and workloadKinds
 	$(HELM) lint --strict charts/punctual
 	$(HELM) lint --strict charts/punctual --set 'watchNamespaces={team-a,team-b}' \
 	  --set serviceMonitor.enabled=true --set prometheusRule.enabled=true --set dashboard.enabled=true
 	$(HELM) template punctual charts/punctual --include-crds >/dev/null
 	$(HELM) template punctual charts/punctual --include-crds --set 'watchNamespaces={team-a}' >/dev/null
+	$(HELM) lint --strict charts/punctual --set 'workloadKinds={workflows.v1alpha1.argoproj.io}'
+	$(HELM) lint --strict charts/punctual --set 'workloadKinds={workflows.v1alpha1.argoproj.io}' \
+	  --set 'watchNamespaces={team-a}'
 
 .PHONY: test-tools
 test-tools: binaries ## promtool and prometheus (Debian's package, installed as root when missing) and kube-score (built once from the Go module proxy)
