@@ -33,6 +33,10 @@ lock: ## Re-resolve requirements.lock from pyproject.toml (needs uv on PATH)
 binaries: ## Build (once, cached in ~/.cache/punctual) etcd, the control plane, kubelet, kube-proxy, kwok, helm
 	e2e/build-binaries.sh $(CLUSTER_DIR)/bin
 
+.PHONY: workload-crds
+workload-crds: venv ## Fetch (once, cached in ~/.cache/punctual/crds) the RayJob and Argo Workflow CRDs the e2e tests install; print every workload CRD with its size
+	$(BIN)/python e2e/workloadcrds.py --sizes
+
 .PHONY: cluster-up
 cluster-up: venv binaries ## Start a local control plane, and as root a real node, in the background (state in .cluster/)
 	$(BIN)/python e2e/localcluster.py up --state-dir $(CLUSTER_DIR)
