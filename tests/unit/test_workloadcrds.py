@@ -1,4 +1,4 @@
-"""The workload CRDs the e2e tests install (e2e/workloadcrds.py).
+"""The workload CRDs the e2e tests install (e2e/workloadcrds.py), and the workload samples.
 
 Parsed, never fetched: the hand-written CRDs always, the fetched ones only when already in
 the cache (`make workload-crds` puts them there), else those cases skip.
@@ -6,6 +6,7 @@ the cache (`make workload-crds` puts them there), else those cases skip.
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "e2e"))
 
 import workloadcrds
 
+REPO = Path(__file__).resolve().parents[2]
 # name: (group, kind, plural, served versions, storage version, status subresource)
 EXPECTED: dict[str, tuple[str, str, str, list[str], str, bool]] = {
     "rayjobs.ray.io": ("ray.io", "RayJob", "rayjobs", ["v1", "v1alpha1"], "v1", True),
@@ -57,6 +59,8 @@ FETCHED = {
     workloadcrds.KUBERAY.key: {"rayjobs.ray.io"},
     workloadcrds.ARGO_WORKFLOWS.key: {"workflows.argoproj.io"},
 }
+SAMPLES = sorted((REPO / "crds" / "samples").glob("workload-*.yaml"))
+KIND_FORM = re.compile(r"^[a-z0-9-]+\.[a-z0-9]+\.[a-z0-9.-]+$")  # the chart's schema
 
 
 def load(path: Path) -> dict[str, Any]:
@@ -157,3 +161,34 @@ def test_cached_paths_never_fetch(monkeypatch: pytest.MonkeyPatch, tmp_path: Pat
     assert workloadcrds.cached(module) == [target / "ray.io_rayjobs.yaml"]
     assert workloadcrds.fetch(module) == [target / "ray.io_rayjobs.yaml"]
     assert workloadcrds.cached_paths()[0] == target / "ray.io_rayjobs.yaml"
+
+
+def test_there_is_a_sample_per_workload_kind() -> None:
+    assert [p.name for p in SAMPLES] == [
+        "workload-argo-workflow.yaml",
+        "workload-jobset.yaml",
+        "workload-own-crd.yaml",
+        "workload-rayjob.yaml",
+        "workload-tekton-pipelinerun.yaml",
+    ]
+
+
+@pytest.mark.parametrize("path", SAMPLES, ids=lambda p: p.stem)
+def test_a_workload_sample_names_a_served_kind_and_says_what_the_operator_needs(
+    path: Path,
+) -> None:
+    sample = load(path)
+    assert (sample["apiVersion"], sample["kind"]) == ("punctual.dev/v1", "CronSchedule")
+    spec = sample["spec"]
+    assert spec["schedule"] and spec["concurrencyPolicy"] == "Forbid"
+    assert "jobTemplate" not in spec
+    template = spec["workloadTemplate"]
+    group, _, version = template["apiVersion"].rpartition("/")
+    [(name, expected)] = [(n, e) for n, e in EXPECTED.items() if e[:2] == (group, template["kind"])]
+    assert version in expected[3]
+    assert template["metadata"]["labels"] and template["spec"]
+    # The header names the operator's flag and the chart value, with this kind in them.
+    kind = f"{expected[2]}.{version}.{group}"
+    assert KIND_FORM.match(kind)
+    header = path.read_text().split("apiVersion:")[0]
+    assert f"--workload-kinds {kind}" in header and "workloadKinds" in header, name
