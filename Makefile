@@ -33,6 +33,10 @@ lock: ## Re-resolve requirements.lock from pyproject.toml (needs uv on PATH)
 binaries: ## Build (once, cached in ~/.cache/punctual) etcd, the control plane, kubelet, kube-proxy, kwok, helm
 	e2e/build-binaries.sh $(CLUSTER_DIR)/bin
 
+.PHONY: workload-crds
+workload-crds: venv ## Fetch (once, cached in ~/.cache/punctual/crds) the RayJob and Argo Workflow CRDs the e2e tests install; print every workload CRD with its size
+	$(BIN)/python e2e/workloadcrds.py --sizes
+
 .PHONY: cluster-up
 cluster-up: venv binaries ## Start a local control plane, and as root a real node, in the background (state in .cluster/)
 	$(BIN)/python e2e/localcluster.py up --state-dir $(CLUSTER_DIR)
@@ -54,12 +58,15 @@ e2e-kind: venv ## e2e suite on a kind cluster with the chart installed (needs Do
 	e2e/kind/run.sh
 
 .PHONY: helm-lint
-helm-lint: binaries ## helm lint and template the chart in both RBAC modes, with and without monitoring
+helm-lint: binaries ## helm lint and template the chart in both RBAC modes, with and without monitoring and workloadKinds
 	$(HELM) lint --strict charts/punctual
 	$(HELM) lint --strict charts/punctual --set 'watchNamespaces={team-a,team-b}' \
 	  --set serviceMonitor.enabled=true --set prometheusRule.enabled=true --set dashboard.enabled=true
 	$(HELM) template punctual charts/punctual --include-crds >/dev/null
 	$(HELM) template punctual charts/punctual --include-crds --set 'watchNamespaces={team-a}' >/dev/null
+	$(HELM) lint --strict charts/punctual --set 'workloadKinds={workflows.v1alpha1.argoproj.io}'
+	$(HELM) lint --strict charts/punctual --set 'workloadKinds={workflows.v1alpha1.argoproj.io}' \
+	  --set 'watchNamespaces={team-a}'
 
 .PHONY: test-tools
 test-tools: binaries ## promtool and prometheus (Debian's package, installed as root when missing) and kube-score (built once from the Go module proxy)

@@ -433,13 +433,107 @@ def test_lint_and_template_pass_in_every_mode(values: tuple[str, ...]) -> None:
         (("--set", "operator.logFormat=xml"), "logFormat"),
         (("--set", "leaderElection.renewDeadline=20"), "renewDeadline must be less than"),
         (("--set", "watchNamespaces={Bad_Name}"), "watchNamespaces"),
+        # A kind, not RESOURCE.VERSION.GROUP; and a resource without its group.
+        (("--set", "workloadKinds={Workflow}"), "workloadKinds/0"),
+        (("--set", "workloadKinds={workflows.v1alpha1}"), "workloadKinds/0"),
+        (
+            ("--set", "workloadKinds={rayjobs.v1.ray.io,rayjobs.v1.ray.io}"),
+            "workloadKinds",
+        ),
     ],
-    ids=["unknown-key", "bad-enum", "renew-after-expiry", "bad-namespace"],
+    ids=[
+        "unknown-key",
+        "bad-enum",
+        "renew-after-expiry",
+        "bad-namespace",
+        "workload-kind-not-resource-version-group",
+        "workload-kind-without-group",
+        "workload-kind-twice",
+    ],
 )
 def test_bad_values_are_refused(values: tuple[str, ...], error: str) -> None:
     out = helm(None, "template", "punctual", str(CHART), *values, check=False)
     assert out.returncode != 0
     assert error in out.stderr
+
+
+WORKLOAD_KINDS = ("workflows.v1alpha1.argoproj.io", "pipelineruns.v1.tekton.dev")
+WORKLOADS = ("--set", "workloadKinds={" + ",".join(WORKLOAD_KINDS) + "}")
+WORKLOAD_VERBS = {"get", "list", "watch", "create", "delete", "patch"}
+
+
+@pytest.mark.parametrize("values", [(), NAMESPACED], ids=["all-namespaces", "namespaced"])
+def test_workload_kinds_are_told_granted_and_fenced(values: tuple[str, ...]) -> None:
+    """workloadKinds: the operator is told (PUNCTUAL_WORKLOAD_KINDS), may manage exactly
+    those resources wherever it may manage Jobs, and the fencing binding judges their
+    creates beside the Jobs'."""
+    helm(None, "lint", "--strict", str(CHART), *WORKLOADS, *values)
+    docs = render(*WORKLOADS, *values)
+
+    [deployment] = find(docs, "Deployment")
+    [container] = deployment["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["PUNCTUAL_WORKLOAD_KINDS"] == ",".join(WORKLOAD_KINDS)
+
+    roles = find(docs, "Role", "punctual") if values else find(docs, "ClusterRole", "punctual")
+    assert len(roles) == (2 if values else 1)
+    for role in roles:
+        for kind in WORKLOAD_KINDS:
+            resource, _, group = kind.split(".", 2)
+            [rule] = [r for r in role["rules"] if r["apiGroups"] == [group]]
+            assert rule["resources"] == [resource]
+            assert set(rule["verbs"]) == WORKLOAD_VERBS and "resourceNames" not in rule
+        # Nothing else of those groups, and Jobs as before.
+        groups = {group for group, _, _ in rules_text(role)}
+        assert {"argoproj.io", "tekton.dev", "batch"} <= groups
+        assert {(g, r) for g, r, _ in rules_text(role) if g in ("argoproj.io", "tekton.dev")} == {
+            ("argoproj.io", "workflows"),
+            ("tekton.dev", "pipelineruns"),
+        }
+    # Cluster-wide, a namespaced install still only reads (no workload kind there).
+    for role in find(docs, "ClusterRole", "punctual-discovery"):
+        assert not {g for g, _, _ in rules_text(role)} & {"argoproj.io", "tekton.dev"}
+
+    [binding] = find(docs, "ValidatingAdmissionPolicyBinding")
+    assert binding["spec"]["matchResources"]["resourceRules"] == [
+        {
+            "apiGroups": ["batch"],
+            "apiVersions": ["v1"],
+            "resources": ["jobs"],
+            "operations": ["CREATE"],
+        },
+        {
+            "apiGroups": ["argoproj.io"],
+            "apiVersions": ["v1alpha1"],
+            "resources": ["workflows"],
+            "operations": ["CREATE"],
+        },
+        {
+            "apiGroups": ["tekton.dev"],
+            "apiVersions": ["v1"],
+            "resources": ["pipelineruns"],
+            "operations": ["CREATE"],
+        },
+    ]
+
+
+def test_without_workload_kinds_the_operator_gets_jobs_only() -> None:
+    """The default: no PUNCTUAL_WORKLOAD_KINDS, no rule beyond the Jobs', and a binding that
+    narrows the policy (which matches every kind) to Jobs."""
+    docs = render()
+    [container] = find(docs, "Deployment")[0]["spec"]["template"]["spec"]["containers"]
+    assert "PUNCTUAL_WORKLOAD_KINDS" not in {e["name"] for e in container["env"]}
+    groups = {g for g, _, _ in rules_text(find(docs, "ClusterRole", "punctual")[0])}
+    assert groups == {"punctual.dev", "batch", "", "apiextensions.k8s.io", "coordination.k8s.io"}
+    [binding] = find(docs, "ValidatingAdmissionPolicyBinding")
+    assert binding["spec"]["matchResources"]["resourceRules"] == [
+        {
+            "apiGroups": ["batch"],
+            "apiVersions": ["v1"],
+            "resources": ["jobs"],
+            "operations": ["CREATE"],
+        }
+    ]
 
 
 def test_the_chart_ships_the_api_of_crds(tmp_path: Path) -> None:

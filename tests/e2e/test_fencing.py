@@ -18,6 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
+
+from punctual.kube.applying import FENCED
 
 from .conftest import REPO, Cluster
 from .operators import operators, tick_of, wait_until
@@ -107,6 +110,62 @@ def test_api_server_refuses_jobs_from_a_stale_leader(crd: Cluster, fenced: str) 
     unlabelled = stamped_job("not-punctuals", "anyone", 0)
     del unlabelled["metadata"]["labels"]
     code, err = create(crd, namespace, unlabelled)
+    assert code == 0, err
+
+
+def test_the_policy_matches_every_kind_and_names_it_when_it_refuses() -> None:
+    """Workload kinds (spec.workloadTemplate) are fenced like Jobs: the policy matches the
+    create of every resource labelled punctual.dev/schedule-uid, and a binding narrows it
+    (the chart's to Jobs and its workloadKinds; this file's fixture not at all). The
+    message keeps the prefix the operator matches (kube/applying.py FENCED)."""
+    [policy] = yaml.safe_load_all(POLICY.read_text())
+    constraints = policy["spec"]["matchConstraints"]
+    assert constraints["resourceRules"] == [
+        {"apiGroups": ["*"], "apiVersions": ["*"], "resources": ["*"], "operations": ["CREATE"]}
+    ]
+    assert constraints["objectSelector"] == {
+        "matchExpressions": [{"key": "punctual.dev/schedule-uid", "operator": "Exists"}]
+    }
+    [validation] = policy["spec"]["validations"]
+    assert validation["messageExpression"].startswith(
+        "'punctual fencing: ' + request.kind.kind + ' from a stale leader ('"
+    )
+    assert FENCED == "punctual fencing"
+
+
+def test_api_server_refuses_any_labelled_kind_from_a_stale_leader(
+    crd: Cluster, fenced: str
+) -> None:
+    """A binding without resourceRules fences every kind so labelled: here a ConfigMap
+    stands in for a workload kind (no CRD needed), and the refusal names its kind."""
+    namespace = fenced
+    fence = {
+        "apiVersion": "punctual.dev/v1",
+        "kind": "Fence",
+        "metadata": {"name": "punctual-fence"},
+        "spec": {"holder": "current", "epoch": 3},
+    }
+    crd.kubectl("create", "-n", namespace, "-f", "-", input=json.dumps(fence))
+
+    def stamped(name: str, leader: str, epoch: int) -> dict[str, Any]:
+        job = stamped_job(name, leader, epoch)
+        return {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": job["metadata"],
+            "data": {"tick": "x"},
+        }
+
+    def refused() -> bool:
+        code, err = create(crd, namespace, stamped("probe", "old-leader", 3))
+        if code == 0:
+            crd.kubectl("delete", "-n", namespace, "configmap", "probe")
+        return code != 0 and "punctual fencing" in err
+
+    wait_until(refused, 30, what="the fencing policy to be enforced")
+    code, err = create(crd, namespace, stamped("older-epoch", "current", 2))
+    assert code != 0 and "punctual fencing: ConfigMap from a stale leader (current epoch 2)" in err
+    code, err = create(crd, namespace, stamped("current", "current", 3))
     assert code == 0, err
 
 

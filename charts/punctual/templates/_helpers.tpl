@@ -132,6 +132,15 @@ job="{{ include "punctual.metricsServiceName" . }}"
 - apiGroups: [batch]
   resources: [jobs]
   verbs: [get, list, watch, create, delete, patch]
+{{- range .Values.workloadKinds }}
+{{- $kind := splitn "." 3 . }}
+# workloadKinds {{ . }}: created per tick (spec.workloadTemplate) and kept like a
+# Job: watched, read back on 409, deleted for history limits and Replace, patched to
+# remove the punctual.dev/record-firing finalizer.
+- apiGroups: [{{ $kind._2 | quote }}]
+  resources: [{{ $kind._0 | quote }}]
+  verbs: [get, list, watch, create, delete, patch]
+{{- end }}
 # An Event for every decision (Created, Skipped, Missed, Replaced, ...).
 - apiGroups: [""]
   resources: [events]
