@@ -6,9 +6,9 @@ decision), the rules it composes, each returning a frozen record (`claiming`,
 `overlapping`, `pausing`, `freezing`, `backfilling`, `finishing`, `succeeding`), the
 records they share (`records`), the one status builder (`status`), what the shell is
 handed (`decisions`, `creating`, `delaying`, `settling`), `keys` (every label,
-annotation and finalizer key), `models`, `naming`, `jobs`, `completion` (whether a
-workload of any kind runs, succeeded or failed: profiles and CEL rules), `ownership`,
-`stamping`, `triggers` and `times`.
+annotation and finalizer key), `models`, `naming`, `jobs`, `workloads` (the kinds a
+workloadTemplate creates), `completion` (whether a workload succeeded or failed: per
+kind, or by the schedule's CEL rules), `ownership`, `stamping`, `triggers` and `times`.
 
 What it must never do: read a clock, touch the network or the disk, or import the
 shell (`punctual.kube`, `punctual.runtime`, `punctual.cli`), kopf, aiohttp,

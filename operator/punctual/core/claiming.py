@@ -225,7 +225,7 @@ def release(schedule: ScheduleRead) -> tuple[tuple[JobToRelease, ...], bool]:
     which resolves that claim (the Job is seen), must be written first."""
     going = [j for j in schedule.ours if j.has_finalizer and j.deleting]
     written_claims = {c.job for c in schedule.old.in_flight}
-    released = tuple(JobToRelease(j.name, j.uid) for j in going)
+    released = tuple(JobToRelease(j.name, j.uid, j.kind) for j in going)
     return released, any(j.name in written_claims for j in going)
 
 
@@ -266,6 +266,7 @@ def prune(
                 j.uid,
                 f"beyond {state.value.lower()} history limit {limit}",
                 j.has_finalizer,
+                j.kind,
             )
             for j in done[limit:]
             if j.name not in keep

@@ -8,7 +8,7 @@ succeeded or failed, and since when. `judge` reads it from the object with the k
 profile, or with the schedule's own rules (`spec.completion`, CEL).
 
 The profiles, each from the upstream API's status shape:
-- `Job` (batch): `jobs._job_state`, exactly (Complete/Failed conditions).
+- `Job` (batch): `jobs.job_state`, exactly (Complete/Failed conditions).
 - `Workflow` (argoproj.io): `status.phase` Succeeded -> succeeded; Failed or Error ->
   failed; "", Pending, Running -> running. Finished at `status.finishedAt`.
 - `PipelineRun`, `TaskRun` (tekton.dev): the Knative condition `Succeeded`: True ->
@@ -82,7 +82,7 @@ from typing import Any
 
 import cel
 
-from punctual.core.jobs import JobState, _job_state
+from punctual.core.jobs import JobState, job_state
 from punctual.core.times import maybe_time
 
 SUCCEEDED_FIELD = "spec.completion.succeeded"
@@ -298,7 +298,7 @@ def _first_time(status: Mapping[str, Any], fields: Sequence[str]) -> datetime | 
 
 def _job(status: Mapping[str, Any]) -> Verdict:
     """batch/v1 Job: the very reading of `jobs` (on conditions that are mappings)."""
-    state, finished_at = _job_state({**status, "conditions": _conditions(status)})
+    state, finished_at = job_state({**status, "conditions": _conditions(status)})
     return Verdict(state, finished_at)
 
 

@@ -1,7 +1,8 @@
 """The Jobs a decision creates: each candidate as a Job body, stamped.
 
 Why it exists: a candidate (`records.Candidate`) says which tick fires and why; the Job
-created for it carries the schedule's jobTemplate, its name, tick, epoch, leader and
+created for it (a Job, or the object of a workloadTemplate, see `workloads`) carries the
+schedule's template, its name, tick, epoch, leader and
 the facts its containers are told (`stamping`). `deciding` calls `job_to_create` for
 each candidate it claimed.
 
@@ -24,6 +25,7 @@ from punctual.core.planning import tick_source
 from punctual.core.records import Candidate
 from punctual.core.schedules import ScheduleError, jitter_offset, load_zone
 from punctual.core.stamping import Firing
+from punctual.core.workloads import JOB, WorkloadKind
 
 
 def job_to_create(
@@ -34,6 +36,7 @@ def job_to_create(
     *,
     uid: str,
     now: datetime,
+    kind: WorkloadKind = JOB,
 ) -> JobToCreate:
     tick = candidate.tick
     asked = candidate.trigger
@@ -41,6 +44,7 @@ def job_to_create(
         name=candidate.job,
         tick=tick,
         manual=candidate.manual,
+        kind=kind,
         fire_at=now if candidate.manual else tick + jitter_offset(uid, spec.jitter_seconds),
         body=build_job(
             schedule=body,
@@ -54,6 +58,7 @@ def job_to_create(
             triggered_by=None if asked is None else asked.triggered_by,
             trigger_reason=None if asked is None else asked.trigger_reason,
             shard=leadership.shard,
+            kind=kind,
         ),
     )
 

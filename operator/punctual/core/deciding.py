@@ -48,6 +48,7 @@ from punctual.core import (
     status,
     succeeding,
 )
+from punctual.core.completion import CompletionError, compile_rules
 from punctual.core.decisions import Decision, Leadership, WriteDelay
 from punctual.core.freezing import Freeze, FreezeAction, freeze_over
 from punctual.core.jobs import JobSnapshot
@@ -62,6 +63,7 @@ from punctual.core.planning import TickPlan, plan_ticks, schedule_fingerprint
 from punctual.core.records import EventNote, ScheduleRead
 from punctual.core.stamping import clashes, describe_clashes
 from punctual.core.times import parse_time
+from punctual.core.workloads import JOBS_ONLY, Served, WorkloadKind
 
 # How soon to look again at a schedule whose claims are not yet seen as Jobs.
 IN_FLIGHT_RECHECK: Final = timedelta(seconds=2)
@@ -76,18 +78,33 @@ def decide(
     now: datetime,
     leadership: Leadership,
     freezes: Sequence[Freeze] = (),
+    served: Served = JOBS_ONLY,
 ) -> Decision:
-    """Decide everything about one schedule at `now` (the API server's time)."""
+    """Decide everything about one schedule at `now` (the API server's time); `served`:
+    the kinds this installation creates (see `workloads`)."""
     schedule = ScheduleRead.from_body(body, jobs)
     old = schedule.old
-    # 1. Read the spec; an invalid one is reported in status and Events, never raised.
+    # 1. Read the spec, and the kind it creates; an invalid one is reported in status
+    #    and Events, never raised. A fingerprint no valid spec has is written, so that
+    #    any fix is an edit: the cursor moves to now then, and no tick of the invalid
+    #    period fires (nor a kind's, when its CustomResourceDefinition comes later).
+    keep = {"schedule_fingerprint": "invalid-" + _raw_fingerprint(body.get("spec") or {})}
     try:
         spec = CronScheduleSpec.model_validate(body.get("spec") or {})
     except ValidationError as error:
-        # A fingerprint no valid spec has is written, so that any fix is an edit: the
-        # cursor moves to now then, and no tick of the invalid period fires.
-        keep = {"schedule_fingerprint": "invalid-" + _raw_fingerprint(body.get("spec") or {})}
         return _invalid(schedule, describe_error(error), now=now, updates=keep)
+    kind = served.resolve(
+        None if spec.workload_template is None else body["spec"]["workloadTemplate"]
+    )
+    if isinstance(kind, str):
+        return _invalid(schedule, kind, now=now, updates=keep)
+    if served.waits(kind):  # its objects are not all known yet: not before
+        return Decision(status=None, next_wake=now + IN_FLIGHT_RECHECK)
+    try:
+        if spec.completion is not None:
+            compile_rules(spec.completion.succeeded, spec.completion.failed)
+    except CompletionError as error:
+        return _invalid(schedule, error.message, now=now, updates=keep)
     # 2. What stops firing for a while: a pause after failures, FreezeWindows (a Defer
     #    window plans like a pause, and wakes the schedule when it ends).
     pause = pausing.pause(schedule, spec)
@@ -117,7 +134,7 @@ def decide(
         wake = min(filter(None, [plan.next_wake, defer_window[1]]))
         plan = dataclasses.replace(plan, next_wake=wake)
     outcome = _rules(schedule, spec, plan, pause, frozen, ahead, now=now, leadership=leadership)
-    return _decision(body, spec, outcome, ahead, now=now, leadership=leadership)
+    return _decision(body, spec, outcome, ahead, now=now, leadership=leadership, kind=kind)
 
 
 def _rules(
@@ -185,6 +202,7 @@ def _decision(
     *,
     now: datetime,
     leadership: Leadership,
+    kind: WorkloadKind,
 ) -> Decision:
     """Steps 9 to 12: from the records to the Decision the shell applies."""
     schedule, plan, overlap, claims = (
@@ -223,7 +241,7 @@ def _decision(
         write_delay=WriteDelay.NEVER if release_needs_status else write_delay,
         replace=overlap.replaced,
         creates=tuple(
-            creating.job_to_create(body, c, spec, leadership, uid=schedule.uid, now=now)
+            creating.job_to_create(body, c, spec, leadership, uid=schedule.uid, now=now, kind=kind)
             for c in creates
         ),
         prune=prune,

@@ -19,6 +19,7 @@ from typing import Any
 
 from punctual.core.models import CronScheduleStatus
 from punctual.core.records import EventNote, JobToDelete, SkipReason
+from punctual.core.workloads import JOB, WorkloadKind
 
 
 class WriteDelay(Enum):
@@ -40,6 +41,7 @@ class JobToCreate:
     body: dict[str, Any]
     manual: bool = False
     fire_at: datetime | None = None  # tick plus jitter: where firing lag is measured from
+    kind: WorkloadKind = JOB  # a workloadTemplate's kind, or a Job
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +51,7 @@ class JobToRelease:
 
     name: str
     uid: str
+    kind: WorkloadKind = JOB
 
 
 @dataclass(frozen=True, slots=True)

@@ -131,6 +131,24 @@ class Exclusion(_ApiModel):
         return self
 
 
+class WorkloadTemplate(_ApiModel):
+    """spec.workloadTemplate: an object of any kind the installation serves, fired as
+    `<name>-<tick>` like a Job (see `workloads`)."""
+
+    api_version: str = Field(min_length=1, max_length=253)
+    kind: str = Field(min_length=1, max_length=63)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    spec: dict[str, Any] = Field(default_factory=dict)
+
+
+class Completion(_ApiModel):
+    """spec.completion: CEL rules that say when a workload succeeded or failed, in place
+    of its kind's profile (see `completion`)."""
+
+    succeeded: str | None = Field(default=None, min_length=1, max_length=4096)
+    failed: str | None = Field(default=None, min_length=1, max_length=4096)
+
+
 class CronScheduleSpec(_ApiModel):
     """spec of a CronSchedule. Exactly one of `schedule`, `schedules` and `run_at` is set."""
 
@@ -158,12 +176,18 @@ class CronScheduleSpec(_ApiModel):
     successful_jobs_history_limit: int = Field(default=3, ge=0, le=100)
     failed_jobs_history_limit: int = Field(default=1, ge=0, le=100)
     job_template: dict[str, Any] = Field(default_factory=dict)
+    workload_template: WorkloadTemplate | None = None
+    completion: Completion | None = None
 
     @model_validator(mode="after")
     def _one_trigger(self) -> CronScheduleSpec:
         kinds = sum(x is not None for x in (self.schedule, self.schedules, self.run_at))
         if kinds != 1:
             raise ValueError("set exactly one of schedule, schedules and runAt")
+        if self.workload_template is not None and "job_template" in self.model_fields_set:
+            raise ValueError("set exactly one of jobTemplate and workloadTemplate")
+        if self.completion is not None and self.workload_template is None:
+            raise ValueError("completion needs workloadTemplate (a Job's is its conditions)")
         start, end = self.start_time, self.end_time
         if start is not None and end is not None and start >= end:
             raise ValueError("startTime must be before endTime")

@@ -97,7 +97,8 @@ def concurrency(
     message = f"concurrencyPolicy Replace: superseded by {newest.job}"
     skips = tuple(Skip(c, SkipReason.REPLACE, message) for c in fresh if c.job != newest.job)
     replaced = tuple(
-        JobToDelete(j.name, j.uid, f"replaced by {newest.job}", j.has_finalizer) for j in live
+        JobToDelete(j.name, j.uid, f"replaced by {newest.job}", j.has_finalizer, j.kind)
+        for j in live
     )
     return Overlap((*recovered, newest), replaced=replaced, skips=skips)
 

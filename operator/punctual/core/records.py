@@ -29,6 +29,7 @@ from punctual.core.models import CronScheduleStatus, parse_status
 from punctual.core.stamping import FiringKind
 from punctual.core.times import parse_time
 from punctual.core.triggers import TriggerRequest
+from punctual.core.workloads import JOB, WorkloadKind
 
 EventType = Literal["Normal", "Warning"]
 
@@ -62,6 +63,7 @@ class JobToDelete:
     uid: str
     reason: str
     has_finalizer: bool = False  # ours: released right after the delete
+    kind: WorkloadKind = JOB
 
 
 @dataclass(frozen=True, slots=True)

@@ -111,17 +111,32 @@ def stamp(pod_template: Mapping[str, Any], firing: Firing) -> dict[str, Any]:
     spec = stamped.get("spec")
     if not isinstance(spec, dict):
         return stamped
-    for container in _containers(spec):
-        env = container.get("env")
-        if env is None:
-            env = container["env"] = []
-        if not isinstance(env, list):
-            continue  # malformed: the API server will say so
-        taken = _names(env)
-        env.extend(
-            {"name": name, "value": value} for name, value in values.items() if name not in taken
-        )
+    for key in _CONTAINER_LISTS:
+        listed = spec.get(key)
+        if isinstance(listed, list):
+            spec[key] = [_told(c, values) for c in listed]
     return stamped
+
+
+def stamp_containers(containers: list[Any], firing: Firing) -> list[Any]:
+    """Copies of `containers` (container specs, as an Argo template's) whose env carries
+    the firing's variables, except those a container sets itself."""
+    values = firing.values()
+    return [_told(copy.deepcopy(c), values) for c in containers]
+
+
+def _told(container: Any, values: Mapping[str, str]) -> Any:
+    """`container` with the variables it does not set appended to its env."""
+    if not isinstance(container, dict):
+        return container
+    env = container.get("env")
+    if env is None:
+        env = []
+    if not isinstance(env, list):
+        return container  # malformed: the API server will say so
+    taken = _names(env)
+    added = [{"name": n, "value": v} for n, v in values.items() if n not in taken]
+    return {**container, "env": [*env, *added]}
 
 
 def clashes(job_template: Mapping[str, Any]) -> list[Clash]:
