@@ -147,12 +147,15 @@ def test_api_server_refuses_any_labelled_kind_from_a_stale_leader(
     }
     crd.kubectl("create", "-n", namespace, "-f", "-", input=json.dumps(fence))
 
-    def stamped(name: str, leader: str, epoch: int) -> dict[str, Any]:
+    def stamped(name: str, leader: str, epoch: int, owner: str = "CronSchedule") -> dict[str, Any]:
         job = stamped_job(name, leader, epoch)
+        owned = {"apiVersion": "punctual.dev/v1", "kind": owner, "name": "x", "uid": "0000"}
+        if owner != "CronSchedule":
+            owned["apiVersion"] = "tekton.dev/v1"
         return {
             "apiVersion": "v1",
             "kind": "ConfigMap",
-            "metadata": job["metadata"],
+            "metadata": {**job["metadata"], "ownerReferences": [{**owned, "controller": True}]},
             "data": {"tick": "x"},
         }
 
@@ -166,6 +169,11 @@ def test_api_server_refuses_any_labelled_kind_from_a_stale_leader(
     code, err = create(crd, namespace, stamped("older-epoch", "current", 2))
     assert code != 0 and "punctual fencing: ConfigMap from a stale leader (current epoch 2)" in err
     code, err = create(crd, namespace, stamped("current", "current", 3))
+    assert code == 0, err
+    # A workload's controller may copy its parent's labels and annotations onto what it
+    # makes (Tekton's TaskRuns): owned by that parent, not by a CronSchedule, it is not
+    # Punctual's create and is admitted whoever leads.
+    code, err = create(crd, namespace, stamped("child", "old-leader", 1, owner="PipelineRun"))
     assert code == 0, err
 
 

@@ -20,6 +20,7 @@ from punctual.core.deciding import IN_FLIGHT_RECHECK
 from punctual.core.decisions import Decision
 from punctual.core.delaying import ROUTINE_HORIZON
 from punctual.core.jobs import JobSnapshot
+from punctual.core.workloads import JOB, WorkloadKind
 from punctual.kube.applying import Applied, NotLeader, schedule_path
 from punctual.kube.client import Unavailable
 from punctual.kube.schedulewatching import pack
@@ -66,7 +67,9 @@ class FakeApplier:
     decisions: list[Decision] = field(default_factory=list)
     released: list[tuple[str, str, str]] = field(default_factory=list)
 
-    async def release(self, namespace: str, name: str, uid: str, applied: Applied) -> None:
+    async def release(
+        self, namespace: str, name: str, uid: str, applied: Applied, kind: WorkloadKind = JOB
+    ) -> None:
         self.released.append((namespace, name, uid))
         applied.released.append(name)
 

@@ -70,6 +70,17 @@ def add_run_command(subparsers: Any) -> None:
         help="watch only this namespace (repeat for more); all namespaces when unset "
         "[PUNCTUAL_NAMESPACES, comma-separated]",
     )
+    parser.add_argument(
+        "--workload-kinds",
+        dest="workload_kinds",
+        action="append",
+        default=[k for k in (_env("PUNCTUAL_WORKLOAD_KINDS") or "").split(",") if k],
+        metavar="RESOURCE.VERSION.GROUP[,...]",
+        help="kinds a spec.workloadTemplate may create besides batch/v1 Jobs, in kubectl's "
+        "form (workflows.v1alpha1.argoproj.io,pipelineruns.v1.tekton.dev; repeatable); "
+        "the operator needs create/get/list/watch/delete/patch on them "
+        "[PUNCTUAL_WORKLOAD_KINDS, comma-separated]",
+    )
     add("--lease-name", "PUNCTUAL_LEASE_NAME", "name of the leader-election Lease")
     add(
         "--lease-namespace",
@@ -170,9 +181,15 @@ def add_run_command(subparsers: Any) -> None:
 
 
 def _run(arguments: argparse.Namespace, context: Context) -> int:
+    from punctual.core.workloads import KindError, parse_kinds
     from punctual.runtime.options import Options
     from punctual.runtime.process import Fatal, run
 
+    try:
+        parse_kinds(arguments.workload_kinds)
+    except KindError as error:
+        print(f"punctual: {error}", file=context.stderr)
+        return 2
     options = Options(
         kubeconfig=arguments.kubeconfig,
         namespaces=list(dict.fromkeys(arguments.namespaces)),
@@ -192,6 +209,7 @@ def _run(arguments: argparse.Namespace, context: Context) -> int:
         fence=arguments.fence or None,
         metrics_port=arguments.metrics_port or None,
         class_name=arguments.class_name or None,
+        workload_kinds=list(arguments.workload_kinds),
     )
     problem = _problem_with(options)
     if problem is not None:

@@ -23,19 +23,21 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from pydantic import ValidationError
 
 from punctual.clocks import Clock
 from punctual.core.decisions import Decision, JobToCreate
-from punctual.core.jobs import JobSnapshot, owned_by
+from punctual.core.jobs import JobSnapshot, JobState, owned_by
 from punctual.core.keys import FINALIZER
 from punctual.core.models import CronScheduleStatus, dump_status, parse_status
 from punctual.core.records import EventNote, JobToDelete
 from punctual.core.settling import settle_failures
 from punctual.core.times import format_time
+from punctual.core.workloads import JOB, WorkloadKind
 from punctual.kube.client import (
+    MERGE_PATCH,
     STRATEGIC_MERGE_PATCH,
     AlreadyExists,
     Api,
@@ -79,8 +81,9 @@ def schedule_path(namespace: str, name: str) -> str:
     return f"/apis/punctual.dev/v1/namespaces/{namespace}/cronschedules/{name}"
 
 
-def jobs_path(namespace: str) -> str:
-    return f"/apis/batch/v1/namespaces/{namespace}/jobs"
+def jobs_path(namespace: str, kind: WorkloadKind = JOB) -> str:
+    """Where a schedule's Jobs (or its workloadTemplate's objects) are created."""
+    return kind.path(namespace)
 
 
 async def put_status(api: Api, schedule: Mapping[str, Any], status: Body) -> Body:
@@ -97,6 +100,10 @@ async def put_status(api: Api, schedule: Mapping[str, Any], status: Body) -> Bod
         "status": status,
     }
     return await api.replace(f"{schedule_path(meta['namespace'], meta['name'])}/status", body)
+
+
+# What a just-created object of another kind is known to be (its status comes later).
+_just_created: Final = (JobState.ACTIVE, None, None)
 
 
 def count_outcomes(
@@ -177,7 +184,7 @@ class Applier:
             await self._delete(namespace, job, applied)
         # 5. Jobs being deleted whose firing the written status now records: let them go.
         for held in decision.release:
-            await self.release(namespace, held.name, held.uid, applied)
+            await self.release(namespace, held.name, held.uid, applied, held.kind)
         # 6. Events, best effort and off the firing path.
         self._report(schedule, decision, applied)
         return applied
@@ -208,14 +215,21 @@ class Applier:
         await self._guard()
         try:
             with self.events.creating():
-                created = await self._call(self.api.create(jobs_path(namespace), create.body))
+                created = await self._call(
+                    self.api.create(jobs_path(namespace, create.kind), create.body)
+                )
         except AlreadyExists:
             await self._adopt(namespace, name, uid, create, applied)
             return
         except Unavailable as error:
             applied.pending.append(create.name)
             logger.warning(
-                "%s/%s: creating Job %s: %s (will retry)", namespace, name, create.name, error
+                "%s/%s: creating %s %s: %s (will retry)",
+                namespace,
+                name,
+                create.kind.kind,
+                create.name,
+                error,
             )
             return
         except ApiError as error:
@@ -227,10 +241,11 @@ class Applier:
                 logger.warning("%s/%s: %s", namespace, name, error.message)
                 return
             applied.failed[create.name] = (
-                f"the API server rejected Job {create.name}: {error.message}"
+                f"the API server rejected {create.kind.kind} {create.name}: {error.message}"
             )
             return
-        applied.created.append(JobSnapshot.from_body(created))
+        verdict = None if create.kind.is_job else _just_created
+        applied.created.append(JobSnapshot.from_body(created, create.kind, verdict))
         self.metrics.jobs_created.labels(namespace, name).inc()
         if create.fire_at is not None:
             lag = (self.clock.now() - create.fire_at).total_seconds()
@@ -242,18 +257,24 @@ class Applier:
         """A Job with the name exists: ours (finishing a claim after a crash) is success,
         anyone else's is a failure for good."""
         try:
-            existing = await self.api.get(f"{jobs_path(namespace)}/{create.name}")
+            existing = await self.api.get(f"{jobs_path(namespace, create.kind)}/{create.name}")
         except ApiError as error:
             applied.pending.append(create.name)
             logger.warning(
-                "%s/%s: reading existing Job %s: %s", namespace, name, create.name, error
+                "%s/%s: reading existing %s %s: %s",
+                namespace,
+                name,
+                create.kind.kind,
+                create.name,
+                error,
             )
             return
         if owned_by(existing, uid):
-            applied.created.append(JobSnapshot.from_body(existing))
+            verdict = None if create.kind.is_job else _just_created
+            applied.created.append(JobSnapshot.from_body(existing, create.kind, verdict))
         else:
             applied.failed[create.name] = (
-                f"a Job named {create.name} exists and is not this schedule's"
+                f"a {create.kind.kind} named {create.name} exists and is not this schedule's"
             )
 
     def _report(self, schedule: Mapping[str, Any], decision: Decision, applied: Applied) -> None:
@@ -261,9 +282,8 @@ class Applier:
             self.events.post(schedule, note)
         for made in applied.created:
             tick = format_time(made.tick) if made.tick else "a manual trigger"
-            self.events.post(
-                schedule, EventNote("Normal", "Created", f"Created Job {made.name} for {tick}")
-            )
+            what = f"{made.kind.kind} {made.name}"
+            self.events.post(schedule, EventNote("Normal", "Created", f"Created {what} for {tick}"))
         for why in applied.failed.values():
             self.events.post(schedule, EventNote("Warning", "FailedCreate", why))
 
@@ -288,16 +308,17 @@ class Applier:
 
     async def _delete(self, namespace: str, job: JobToDelete, applied: Applied) -> None:
         """Delete a Job (Replace, history); one with our finalizer is released right after,
-        so it goes."""
+        so it goes. Another kind's object is deleted in the foreground: it is seen
+        deleting until what it made (its pods, its cluster) is gone."""
         await self._guard()
         try:
             await self._call(
                 self.api.delete(
-                    f"{jobs_path(namespace)}/{job.name}",
+                    f"{jobs_path(namespace, job.kind)}/{job.name}",
                     {
                         "apiVersion": "v1",
                         "kind": "DeleteOptions",
-                        "propagationPolicy": "Background",
+                        "propagationPolicy": "Background" if job.kind.is_job else "Foreground",
                         "preconditions": {"uid": job.uid} if job.uid else None,
                     },
                 )
@@ -309,10 +330,15 @@ class Applier:
             logger.warning("deleting Job %s/%s (%s): %s", namespace, job.name, job.reason, error)
             return
         if job.has_finalizer:
-            await self.release(namespace, job.name, job.uid, applied)
+            await self.release(namespace, job.name, job.uid, applied, job.kind)
 
-    async def release(self, namespace: str, name: str, uid: str, applied: Applied) -> None:
+    async def release(
+        self, namespace: str, name: str, uid: str, applied: Applied, kind: WorkloadKind = JOB
+    ) -> None:
         """Remove our finalizer from a Job (only ours, only from that uid's Job)."""
+        if not kind.is_job:
+            await self._release_object(namespace, name, uid, applied, kind)
+            return
         await self._guard()
         patch = {"metadata": {"uid": uid, "$deleteFromPrimitiveList/finalizers": [FINALIZER]}}
         try:
@@ -326,3 +352,31 @@ class Applier:
             pass  # gone already, or another Job has the name now (its uid differs: 422)
         except ApiError as error:
             logger.warning("releasing Job %s/%s: %s", namespace, name, error)
+
+    async def _release_object(
+        self, namespace: str, name: str, uid: str, applied: Applied, kind: WorkloadKind
+    ) -> None:
+        """A custom resource takes no strategic merge patch: read it, and write its
+        finalizers without ours under its resourceVersion (a 409 reads it again)."""
+        path = f"{jobs_path(namespace, kind)}/{name}"
+        for _ in range(3):
+            await self._guard()
+            try:
+                meta = (await self.api.get(path)).get("metadata") or {}
+                held = list(meta.get("finalizers") or [])
+                if meta.get("uid") != uid or FINALIZER not in held:
+                    return  # another object has the name now, or ours is gone already
+                rest = [f for f in held if f != FINALIZER]
+                patch = {
+                    "metadata": {"resourceVersion": meta["resourceVersion"], "finalizers": rest}
+                }
+                await self._call(self.api.patch(path, patch, content_type=MERGE_PATCH))
+                applied.released.append(name)
+                return
+            except NotFound:
+                return
+            except Conflict:
+                continue
+            except ApiError as error:
+                logger.warning("releasing %s %s/%s: %s", kind.kind, namespace, name, error)
+                return

@@ -52,6 +52,9 @@ class Options:
     # Which schedules this installation fires: those whose spec.className is this (None:
     # those without a className).
     class_name: str | None = None
+    # Kinds a spec.workloadTemplate may create besides Jobs (--workload-kinds), each
+    # RESOURCE.VERSION.GROUP (core.workloads.parse_kinds reads them).
+    workload_kinds: list[str] = field(default_factory=list)
 
     def lease_config(self, namespace: str) -> LeaseConfig:
         """The Lease these options describe, in `namespace` (ValueError if inconsistent)."""

@@ -23,16 +23,18 @@ from aiohttp import web
 
 from punctual.clocks import ServerClock, first_of
 from punctual.core.jobs import JobSnapshot
+from punctual.core.workloads import parse_kinds
 from punctual.kube.applying import Applier
 from punctual.kube.client import ApiError, KubeClient
 from punctual.kube.credentials import load_credentials
 from punctual.kube.events import EventRecorder
-from punctual.kube.jobwatching import JobIndex
+from punctual.kube.jobwatching import CompletionRules, JobIndex
 from punctual.kube.leases import Installations
 from punctual.kube.ratelimiting import RateLimiter
 from punctual.kube.schedulewatching import ScheduleIndex
 from punctual.kube.sharding import ShardedElection, shard_key
 from punctual.kube.watching import make_registry, new_indexers, quiet_kopf, watch
+from punctual.kube.workloads import Workloads
 from punctual.metrics import Metrics, serve
 from punctual.runtime.calibrating import calibrate
 from punctual.runtime.freezewindows import FreezeWindows
@@ -78,7 +80,15 @@ class Operator:
         self.events = EventRecorder(api, clock=clock)
         self.indexers = new_indexers()  # kopf's (it keeps none: FreezeWindows have no index)
         self.schedules = ScheduleIndex(api, options.namespaces, self._on_schedule)
-        self.jobs = JobIndex(api, options.namespaces, self._on_job)
+        # The compiled spec.completion of each schedule that has one, by uid.
+        self.rules = CompletionRules()
+        self.jobs = JobIndex(api, options.namespaces, self._on_job, rules_of=self.rules.get)
+        self.workloads = Workloads(
+            api,
+            parse_kinds(options.workload_kinds),
+            self.jobs,
+            on_served=lambda kind: self.notify_all(),
+        )
         self.view = LeaderView(self.schedules, self.jobs.index)
         self.loop = SchedulerLoop(
             self._reconcile,
@@ -117,6 +127,7 @@ class Operator:
             events=self.events,
             freezes=lambda namespace: self.freezes.freezes_of(namespace),
             queue=self.loop,
+            served=self.workloads.served,
         )
         self.freezes = FreezeWindows(
             api,
@@ -140,6 +151,9 @@ class Operator:
 
     def _on_schedule(self, key: Key, body: Mapping[str, Any] | None) -> None:
         self.metrics.per_schedule.observe(key, body)
+        changed = self.rules.observe(key, body)
+        if changed is not None:  # its objects are judged by other rules now
+            self.jobs.rejudge(changed)
         version = None if body is None else (body.get("metadata") or {}).get("resourceVersion")
         if not self.view.is_echo(key, version):  # our own write: nothing new
             self.loop.notify(key)
@@ -192,6 +206,9 @@ class Operator:
             return f"listing CronSchedules ({len(self.schedules)} indexed so far)"
         if not self.jobs.ready.is_set():
             return "listing Jobs"
+        kinds = self.workloads.unready()
+        if kinds is not None:
+            return kinds
         if not self.freezes.listed.is_set():
             return "listing FreezeWindows"
         if not self.watching.is_set():
@@ -250,6 +267,7 @@ class Operator:
             "event loop lag": self.lag.run(stop),
             "schedules": self.schedules.run(stop),
             "jobs": self.jobs.run(stop),
+            "workload kinds": self.workloads.run(stop),
             "freeze windows": self.freezes.run(stop),
         }
         helpers = {"synced": self._notify_when_synced(), "signals": self._take_back_signals(stop)}

@@ -27,8 +27,10 @@ from punctual.core.deciding import decide
 from punctual.core.decisions import Decision, Leadership
 from punctual.core.delaying import delay_write, routine, routine_wake
 from punctual.core.freezing import Freeze
+from punctual.core.jobs import JobSnapshot
 from punctual.core.ownership import Ownership, owner_of, ownership
 from punctual.core.records import EventNote
+from punctual.core.workloads import JOBS_ONLY, Served, WorkloadKind
 from punctual.kube.applying import Applied, NotLeader, schedule_path
 from punctual.kube.client import Api, ApiError, NotFound, Unavailable
 from punctual.kube.sharding import shard_of
@@ -88,7 +90,9 @@ class Applying(Protocol):
 
     async def apply(self, schedule: Mapping[str, Any], decision: Decision) -> Applied: ...
 
-    async def release(self, namespace: str, name: str, uid: str, applied: Applied) -> None: ...
+    async def release(
+        self, namespace: str, name: str, uid: str, applied: Applied, kind: WorkloadKind = ...
+    ) -> None: ...
 
 
 def postponed(queue: Queueing | None, key: Key, decision: Decision, *, now: datetime) -> bool:
@@ -144,7 +148,11 @@ class Reconciler:
         events: Reporting | None = None,
         freezes: Callable[[str], Sequence[Freeze]] = lambda namespace: (),
         queue: Queueing | None = None,
+        served: Callable[[], Served] = lambda: JOBS_ONLY,
     ) -> None:
+        self.served = served  # the kinds this installation creates now (kube.workloads)
+        # Objects whose completion rule failed, and how: one Warning Event each.
+        self.rule_errors: dict[str, str] = {}
         self.api = api
         self.freezes = freezes  # the FreezeWindows of a namespace, as the leader knows them
         self.view = view
@@ -224,12 +232,15 @@ class Reconciler:
     def _decide(self, key: Key, body: dict[str, Any], uid: str, epoch: int, role: Role) -> Decision:
         """Decide, and leave the status for a later write when it may wait."""
         installation = None if self.installation is None else self.installation.name
+        jobs = self.view.jobs(uid)
+        self._report_rule_errors(body, jobs)
         decision = decide(
             body,
-            self.view.jobs(uid),
+            jobs,
             now=self.clock.now(),
             leadership=Leadership(epoch, role.elector.identity, installation, role.shard),
             freezes=self.freezes(key[0]),
+            served=self.served(),
         )
         if decision.status is None:
             self.view.unwritten_since.pop(key, None)
@@ -244,6 +255,19 @@ class Reconciler:
         if delayed.unwritten_since is not None:
             self.view.unwritten_since[key] = delayed.unwritten_since
         return delayed.decision
+
+    def _report_rule_errors(self, body: Mapping[str, Any], jobs: Sequence[JobSnapshot]) -> None:
+        """A spec.completion rule that fails on an object leaves it running; say so in one
+        Warning Event per object and error (not at every pass)."""
+        for job in jobs:
+            error = job.completion_error
+            if error is None or self.rule_errors.get(job.uid) == error:
+                continue
+            self.rule_errors[job.uid] = error
+            message = f"{job.kind.kind} {job.name} counts as running: {error}"
+            logger.warning("%s/%s: %s", body["metadata"]["namespace"], job.schedule, message)
+            if self.events is not None:
+                self.events.post(body, EventNote("Warning", "CompletionRuleError", message))
 
     async def _ownership(self, key: Key, body: Mapping[str, Any]) -> Ownership:
         """Whether this installation fires the schedule; a conflict is reported once, when
@@ -284,7 +308,7 @@ class Reconciler:
         try:
             for job in self.view.jobs(uid):
                 if job.has_finalizer:
-                    await role.applier.release(job.namespace, job.name, job.uid, applied)
+                    await role.applier.release(job.namespace, job.name, job.uid, applied, job.kind)
         except NotLeader:
             return
         if applied.released:
