@@ -113,12 +113,13 @@ def test_one_screen_says_what_when_how_and_what_happened() -> None:
     ]
     firings = section(lines, "Recent firings")
     assert firings[0] == "Recent firings (3, newest first):"
-    assert firings[1].split() == ["TICK", "JOB", "OUTCOME", "EPOCH", "BY", "REASON"]
-    assert firings[2].split()[2:7] == ["Created", "(manual)", "7", "admin", '"rerun']
+    assert firings[1].split() == ["TICK", "JOB", "KIND", "OUTCOME", "EPOCH", "BY", "REASON"]
+    assert firings[2].split()[2:8] == ["Job", "Created", "(manual)", "7", "admin", '"rerun']
     assert firings[2].endswith('"rerun after the fix"; concurrencyPolicy Allow for this firing')
     assert firings[3].split() == [
         "2026-11-25T01:00:00Z",
         "nightly-report-1795568400",
+        "Job",
         "Succeeded",
         "7",
         "-",
@@ -198,7 +199,7 @@ def test_a_new_schedule_and_a_malformed_status_still_render() -> None:
 
 def test_history_rows_name_who_asked() -> None:
     rows = firings_table(SCHEDULE["status"]["recentFirings"])
-    assert rows[0].split() == ["TICK", "JOB", "OUTCOME", "EPOCH", "BY", "REASON"]
+    assert rows[0].split() == ["TICK", "JOB", "KIND", "OUTCOME", "EPOCH", "BY", "REASON"]
     assert "Created (manual)" in rows[1] and " admin " in rows[1]
 
 

@@ -16,7 +16,7 @@ import argparse
 import asyncio
 import os
 import secrets
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
@@ -184,13 +184,14 @@ def add_history_command(subparsers: Any) -> None:
 
 
 def _history(arguments: argparse.Namespace, context: Context) -> int:
-    from punctual.cli.describing import firings_table
+    from punctual.cli.describing import firings_table, kind_of
 
     body = _on_schedule(arguments, context, lambda api, path: api.get(path))
     if body is None:
         return 1
     status = body.get("status") or {}
-    for row in firings_table(status.get("recentFirings") or []):
+    kind = kind_of(body.get("spec") or {})
+    for row in firings_table(status.get("recentFirings") or [], kind=kind):
         print(row, file=context.stdout)
     print(
         f"\nlast scheduled {status.get('lastScheduledTime', '-')}, "
@@ -320,9 +321,8 @@ def _backfill_dry_run(arguments: argparse.Namespace, request: Any, context: Cont
 
     async def read(api: KubeClient, path: str) -> dict[str, Any]:
         body = await api.get(path)
-        namespace = body["metadata"]["namespace"]
         jobs = await api.get(
-            f"/apis/batch/v1/namespaces/{namespace}/jobs",
+            await _collection_of(api, body),
             labelSelector=f"{LABEL_SCHEDULE_UID}={body['metadata']['uid']}",
         )
         return {"schedule": body, "jobs": jobs.get("items") or []}
@@ -358,3 +358,20 @@ def _backfill_dry_run(arguments: argparse.Namespace, request: Any, context: Cont
     print(f"\n{run} ticks would run, {done} already done (dry run: nothing changed)",
           file=context.stdout)  # fmt: skip
     return 0
+
+
+async def _collection_of(api: KubeClient, body: Mapping[str, Any]) -> str:
+    """Where a schedule's Jobs are: batch/v1 jobs, or its workloadTemplate's kind's
+    collection (found by discovery, as the operator does)."""
+    from punctual.kube.client import ApiError
+
+    namespace = body["metadata"]["namespace"]
+    template = (body.get("spec") or {}).get("workloadTemplate")
+    if not isinstance(template, Mapping):
+        return f"/apis/batch/v1/namespaces/{namespace}/jobs"
+    api_version, kind = str(template.get("apiVersion", "")), str(template.get("kind", ""))
+    group_version = f"/apis/{api_version}" if "/" in api_version else f"/api/{api_version}"
+    for resource in (await api.get(group_version)).get("resources") or []:
+        if resource.get("kind") == kind and "/" not in str(resource.get("name", "")):
+            return f"{group_version}/namespaces/{namespace}/{resource['name']}"
+    raise ApiError(404, "NotFound", f"the API server does not serve {kind} ({api_version})")

@@ -48,6 +48,8 @@ def describe_schedule(
         _field("Namespace", str(meta.get("namespace", "-"))),
         _field("Time zone", str(spec.get("timeZone", "UTC"))),
     ]
+    if isinstance(spec.get("workloadTemplate"), Mapping):
+        lines.append(_field("Creates", _creates(spec)))
     lines += _block("Schedule", _what(spec))
     lines += _block("Meaning", _wrapped(explained) or ["-"])
     lines += _block("Policies", _policies(spec))
@@ -58,17 +60,30 @@ def describe_schedule(
     lines.append("")
     firings = status.get("recentFirings") or []
     lines.append(f"Recent firings ({len(firings)}, newest first):")
-    lines += ["  " + row for row in firings_table(firings)] if firings else ["  none yet"]
+    rows = firings_table(firings, kind=kind_of(spec))
+    lines += ["  " + row for row in rows] if firings else ["  none yet"]
     lines.append("")
     lines.append("Conditions:")
     lines += ["  " + row for row in _conditions_table(status.get("conditions") or [])]
     return lines
 
 
-def firings_table(firings: Sequence[Any]) -> list[str]:
-    """status.recentFirings as aligned rows under a header: TICK JOB OUTCOME EPOCH BY
-    REASON; a manual firing's reason is what its trigger said, then the decision's."""
-    rows = [("TICK", "JOB", "OUTCOME", "EPOCH", "BY", "REASON")]
+def kind_of(spec: Mapping[str, Any]) -> str:
+    """The kind a schedule creates: its workloadTemplate's, or Job."""
+    template = spec.get("workloadTemplate")
+    return str(template.get("kind") or "?") if isinstance(template, Mapping) else "Job"
+
+
+def _creates(spec: Mapping[str, Any]) -> str:
+    template = spec["workloadTemplate"]
+    return f"{kind_of(spec)} ({template.get('apiVersion', '?')}), from spec.workloadTemplate"
+
+
+def firings_table(firings: Sequence[Any], kind: str = "Job") -> list[str]:
+    """status.recentFirings as aligned rows under a header: TICK JOB KIND OUTCOME EPOCH
+    BY REASON (JOB: the name of the Job, or of the workloadTemplate's object, of that
+    KIND); a manual firing's reason is what its trigger said, then the decision's."""
+    rows = [("TICK", "JOB", "KIND", "OUTCOME", "EPOCH", "BY", "REASON")]
     for firing in firings:
         if not isinstance(firing, Mapping):
             continue
@@ -79,6 +94,7 @@ def firings_table(firings: Sequence[Any]) -> list[str]:
             (
                 str(firing.get("tick", "")),
                 str(firing.get("job") or "-"),
+                kind if firing.get("job") else "-",
                 outcome,
                 str(firing.get("epoch", "")),
                 str(firing.get("triggeredBy") or "-"),
