@@ -106,12 +106,13 @@ class Create:
     at: datetime
 
 
-def job_creates(cluster: Cluster, namespace: str) -> list[Create]:
-    """Every Job create in `namespace` so far, oldest first, from the audit log."""
+def job_creates(cluster: Cluster, namespace: str, resource: str = "jobs") -> list[Create]:
+    """Every Job (or other `resource`) create in `namespace` so far, oldest first, from
+    the audit log."""
     creates = []
     for event in cluster.audit_events():
         ref = event.get("objectRef") or {}
-        if event.get("verb") != "create" or ref.get("resource") != "jobs":
+        if event.get("verb") != "create" or ref.get("resource") != resource:
             continue
         if ref.get("namespace") != namespace or ref.get("subresource"):
             continue

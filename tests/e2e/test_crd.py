@@ -65,7 +65,13 @@ def test_sample_is_accepted(crd: Cluster, namespace: str, sample: Path) -> None:
     stored = json.loads(
         crd.kubectl("get", "-n", namespace, "cronschedule", name, "-o", "json").stdout
     )
-    assert stored["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"]
+    spec = stored["spec"]
+    if "workloadTemplate" in spec:  # another kind: stored as written, spec and all
+        written = yaml.safe_load(sample.read_text())["spec"]["workloadTemplate"]
+        assert spec["workloadTemplate"] == written
+        assert "jobTemplate" not in spec
+    else:
+        assert spec["jobTemplate"]["spec"]["template"]["spec"]["containers"]
 
 
 def test_defaults_are_filled_in_by_the_server(crd: Cluster, namespace: str) -> None:
@@ -123,6 +129,32 @@ INVALID = [
         "spec.failedJobsHistoryLimit",
     ),
     ("no jobTemplate", variant(drop=("jobTemplate",)), "spec.jobTemplate"),
+    (
+        "both jobTemplate and workloadTemplate",
+        variant(
+            {
+                "workloadTemplate": {
+                    "apiVersion": "argoproj.io/v1alpha1",
+                    "kind": "Workflow",
+                    "spec": {},
+                }
+            }
+        ),
+        "exactly one of spec.jobTemplate and spec.workloadTemplate",
+    ),
+    (
+        "workloadTemplate without a kind",
+        variant(
+            {"workloadTemplate": {"apiVersion": "argoproj.io/v1alpha1", "spec": {}}},
+            drop=("jobTemplate",),
+        ),
+        "spec.workloadTemplate.kind",
+    ),
+    (
+        "completion with a jobTemplate",
+        variant({"completion": {"succeeded": "true"}}),
+        "spec.completion needs spec.workloadTemplate",
+    ),
     (
         "jobTemplate without a pod template",
         variant({"jobTemplate": {"spec": {"backoffLimit": 1}}}),
