@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from localcluster import LocalCluster, audit_policy
-from settings import BIN_DIR, NAMESPACE, PORT_BASE, PROFILES, STATE_DIR, SUBJECT_USER, Profile
+from settings import BIN_DIR, NAMESPACE, PORT_BASE, PROFILES, REPO, STATE_DIR, SUBJECT_USER, Profile
 
 
 def bench_audit_policy() -> str:
@@ -264,6 +264,25 @@ def _fencing_binding() -> dict[str, object]:
             },
         },
     }
+
+
+def install_exports(cluster: LocalCluster) -> None:
+    """The workloads scenario's CRD kind: Export (e2e/manifests/workloads/), Established."""
+    kubectl = [str(BIN_DIR / "kubectl"), f"--kubeconfig={cluster.kubeconfig}"]
+    crd = REPO / "e2e" / "manifests" / "workloads" / "batch.example.com_exports.yaml"
+    subprocess.run([*kubectl, "apply", "-f", str(crd)], check=True, capture_output=True)
+    subprocess.run(
+        [
+            *kubectl,
+            "wait",
+            "--for=condition=Established",
+            "--timeout=60s",
+            "crd/exports.batch.example.com",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=90,
+    )
 
 
 def install_punctual(cluster: LocalCluster, source: Path, *, fencing: bool) -> bool:

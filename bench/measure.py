@@ -22,6 +22,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+# The resources a firing creates: Jobs, and the workloads scenario's Exports (a CRD kind
+# of e2e/manifests/workloads/, fired through spec.workloadTemplate). Nothing else in the
+# bench namespace is called exports.
+FIRED = frozenset({"jobs", "exports"})
+
 
 @dataclass(frozen=True, slots=True)
 class Request:
@@ -186,7 +191,7 @@ def firings(
     result = Firings(expected=len(expected_ticks))
     jobs_of: dict[str, list[str]] = defaultdict(list)
     for r in requests:
-        if r.verb != "create" or r.resource != "jobs" or r.namespace != namespace:
+        if r.verb != "create" or r.resource not in FIRED or r.namespace != namespace:
             continue
         if not agent(r.agent):
             continue
@@ -266,7 +271,7 @@ def refusals(
     instants: list[float] = []
     refusals_at: list[float] = []
     for r in requests:
-        if r.verb != "create" or r.resource != "jobs" or not agent(r.agent):
+        if r.verb != "create" or r.resource not in FIRED or not agent(r.agent):
             continue
         if not start <= r.received <= end:
             continue

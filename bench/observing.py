@@ -26,7 +26,7 @@ from kubeapi import is_complete, list_all, summarize_events
 from operatorprocess import OperatorProcess
 from procfs import CpuSnapshot, cpu_between, peak_rss_mb, snapshot
 from replicas import PySpy
-from settings import NAMESPACE, rel
+from settings import EXPORTS_GROUP, NAMESPACE, rel
 from trial import Trial
 
 # Longer than Punctual's status deferral (10 s: bookkeeping waits for a write to carry it),
@@ -116,7 +116,7 @@ async def _await_firings(trial: Trial, expect: Expectation, window: Window) -> N
             1
             for r in trial.tail.poll()
             if r.verb == "create"
-            and r.resource == "jobs"
+            and r.resource in measure.FIRED
             and r.code == 201
             and expect.agent(r.agent)
         )
@@ -149,7 +149,8 @@ async def _settle(trial: Trial, expect: Expectation, window: Window) -> None:
                 last_write = max(last_write, r.received)
         if wall() >= next_list:
             jobs = await list_all(trial.api, f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs")
-            complete = sum(1 for j in jobs if is_complete(j))
+            # Exports have no controller: they never finish, and nothing waits for them.
+            complete = sum(1 for j in jobs if is_complete(j)) + trial.result.get("exports", 0)
             next_list = wall() + (5.0 if n <= 2000 else 15.0)
         if complete >= window.created and wall() - last_write >= QUIET_FOR:
             break
@@ -173,6 +174,8 @@ async def _record(trial: Trial, expect: Expectation, window: Window, subject_pid
     assert window.after is not None and window.after_firing is not None
     tick = expect.tick
     jobs = await list_all(trial.api, f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs")
+    if trial.result.get("exports"):
+        jobs += await list_all(trial.api, f"{EXPORTS_GROUP}/namespaces/{NAMESPACE}/exports")
     events = await list_all(trial.api, f"/api/v1/namespaces/{NAMESPACE}/events")
     trial.tail.poll()
     requests = trial.tail.requests

@@ -21,13 +21,13 @@ from typing import Any
 
 import measure
 from clock import hms, log, sleep_until, wall
-from cluster import CRONJOB_KCM, install_punctual
+from cluster import CRONJOB_KCM, install_exports, install_punctual
 from kubeapi import create_all, create_as_client_go, lease_holder, list_all, wait_for
 from observing import Expectation, observe
 from operatorprocess import OperatorProcess
 from procfs import cpu_between, snapshot
 from replicas import start_operator
-from settings import LEASE, NAMESPACE, RAW_AGENT, Scenario, Settings
+from settings import EXPORTS_KIND, LEASE, NAMESPACE, RAW_AGENT, Scenario, Settings
 from trial import Trial
 
 from punctual.core.keys import ANNOTATION_TICK, LABEL_SCHEDULE
@@ -197,13 +197,22 @@ async def punctual(trial: Trial) -> None:
     trial.result["fencing"] = install_punctual(
         trial.cluster, settings.source, fencing=settings.fencing
     )
+    extra: tuple[str, ...] = ()
+    if trial.kind == "workloads":
+        install_exports(trial.cluster)
+        extra = ("--workload-kinds", EXPORTS_KIND)
     sharded = trial.scenario.shards > 1
     if sharded:
         first, standby = await _start_sharded(trial), None
     else:
-        first, standby = await _start_replicas(trial, failover=trial.kind == "failover")
+        first, standby = await _start_replicas(
+            trial, failover=trial.kind == "failover", extra=extra
+        )
     start, tick, expression = _punctual_tick(trial)
     bodies = _cronschedules(n, expression)
+    if trial.kind == "workloads":  # the second half fires Exports
+        trial.result["exports"] = n - n // 2
+        bodies = bodies[: n // 2] + [_as_export(b) for b in bodies[n // 2 :]]
     log(f"{trial.scenario.id} n={n}: creating CronSchedules '{expression}', tick {hms(tick)}")
     setup_before = snapshot(trial.component_pids())
     created = await create_all(
@@ -251,6 +260,46 @@ async def punctual(trial: Trial) -> None:
         await killing
     if sharded:
         _record_replicas(trial, created)
+    if trial.kind == "workloads":
+        _record_by_kind(trial, tick)
+
+
+def _as_export(body: dict[str, Any]) -> dict[str, Any]:
+    """A schedule that fires an Export (a CRD kind with no controller) instead of a Job."""
+    spec = {k: v for k, v in body["spec"].items() if k != "jobTemplate"}
+    spec["workloadTemplate"] = {
+        "apiVersion": "batch.example.com/v1",
+        "kind": "Export",
+        "spec": {"source": "bench.table", "destination": "s3://bench/", "format": "parquet"},
+    }
+    return {
+        **body,
+        "metadata": {**body["metadata"], "name": "e" + body["metadata"]["name"]},
+        "spec": spec,
+    }
+
+
+def _record_by_kind(trial: Trial, tick: int) -> None:
+    """Per kind: creates, and their lag after the tick (p50, p99, the last): the ratio of
+    the Exports' last create to the Jobs' is the price of a CRD kind in the same herd."""
+    by_kind: dict[str, Any] = {}
+    for resource in sorted(measure.FIRED):
+        lags = sorted(
+            r.received - tick
+            for r in trial.tail.requests
+            if r.verb == "create" and r.resource == resource and r.code == 201
+        )
+        if lags:
+            by_kind[resource] = {
+                "created": len(lags),
+                "p50": round(_q(lags, 0.5), 3),
+                "p99": round(_q(lags, 0.99), 3),
+                "last": round(lags[-1], 3),
+            }
+    if "jobs" in by_kind and "exports" in by_kind:
+        by_kind["ratio_last"] = round(by_kind["exports"]["last"] / by_kind["jobs"]["last"], 2)
+    trial.result["by_kind"] = by_kind
+    log(f"{trial.scenario.id} n={trial.n}: by kind {by_kind}")
 
 
 # -- shards ------------------------------------------------------------------------------
@@ -364,7 +413,7 @@ def _q(values: list[float], q: float) -> float:
 
 
 async def _start_replicas(
-    trial: Trial, *, failover: bool
+    trial: Trial, *, failover: bool, extra: tuple[str, ...] = ()
 ) -> tuple[OperatorProcess, OperatorProcess | None]:
     """The leader, once it holds the Lease, and for failover a standby watching beside it."""
     cprofile = trial.settings.profiler == "cprofile"
@@ -377,6 +426,7 @@ async def _start_replicas(
             trial.profile,
             trial.settings.source,
             cprofile=cprofile,
+            extra=extra,
         )
         trial.operators.append(operator)
         return operator
@@ -527,6 +577,7 @@ BODIES: dict[str, Callable[[Trial], Awaitable[None]]] = {
     "cronjob": cronjob,
     "punctual": punctual,
     "failover": punctual,
+    "workloads": punctual,
 }
 
 

@@ -108,7 +108,7 @@ PROFILES = {
 
 @dataclass(frozen=True)
 class Scenario:
-    kind: str  # punctual | cronjob | raw | failover
+    kind: str  # punctual | cronjob | raw | failover | workloads
     shape: str  # herd | spread | burst
     profile: Profile
     replicas: int = 1  # Punctual replicas, all firing when shards > 1
@@ -127,6 +127,10 @@ class Scenario:
         return base + ("-kill" if self.kill else "")
 
 
+# The workloads scenario's CRD kind (e2e/manifests/workloads/batch.example.com_exports.yaml).
+EXPORTS_GROUP = "/apis/batch.example.com/v1"
+EXPORTS_KIND = "exports.v1.batch.example.com"
+
 SCENARIOS = [
     Scenario("punctual", "herd", PROFILES["defaults"]),
     Scenario("cronjob", "herd", PROFILES["defaults"]),
@@ -142,6 +146,9 @@ SCENARIOS = [
 # "defaults" cluster (the same control plane as "same": only controllers differ).
 OPTIONAL = [
     Scenario("punctual", "herd", PROFILES["fast"]),
+    # Any workload kind: N/2 schedules of a CRD kind (Export, no controller) beside N/2 of
+    # Jobs, on one tick (`--sizes 2000` is 1 000 of each); by_kind in the result.
+    Scenario("workloads", "herd", PROFILES["defaults"]),
     # Scale-out: 1, 2 and 4 replicas sharing 16 shards on one herd (per-replica CPU and
     # firings), and kill -9 of one of two replicas during a spread.
     Scenario("punctual", "herd", PROFILES["defaults"], replicas=1, shards=16),

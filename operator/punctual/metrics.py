@@ -105,6 +105,13 @@ class Metrics:
             "1 once this replica could lead at once (what /readyz answers 200 for), else 0.",
             registry=r,
         )
+        self.workload_kinds = Gauge(
+            "punctual_workload_kind_served",
+            "Per kind of --workload-kinds: 1 once the API server serves it and its objects are "
+            "listed (its schedules fire), 0 while it is not served or still being listed.",
+            ["kind"],
+            registry=r,
+        )
         self.event_loop_lag = Gauge(
             "punctual_event_loop_lag_seconds",
             "The largest delay of the event loop in the last 10 s: how much later than asked "

@@ -226,7 +226,7 @@ def test_every_kind_fires_records_its_outcome_and_forbid_holds(
     remove_own_crd(crd)  # installed below, while the operator runs
     try:
         with operators(crd, namespace, tmp_path) as ops:
-            ops.start("solo", "--workload-kinds", ALL_KINDS)
+            solo = ops.start("solo", "--workload-kinds", ALL_KINDS)
             wait_until(lambda: leader_of(crd, namespace) == "solo", 30, what="leadership")
             names = {k.short: f"w-{k.short}" for k in KINDS}
             every = dict(
@@ -266,6 +266,10 @@ def test_every_kind_fires_records_its_outcome_and_forbid_holds(
                 )
                 first[kind.short] = found[0]
 
+            for kind in KINDS:  # every kind served and listed, the late one included
+                assert (
+                    f'punctual_workload_kind_served{{kind="{kind.resource}"}} 1.0' in solo.scrape()
+                )
             # Forbid: while the first runs, no second is created, and the ticks are skipped.
             time.sleep(4)
             for kind in KINDS:
@@ -408,6 +412,16 @@ def stale_workflow(name: str, leader: str, epoch: int) -> dict[str, Any]:
             "name": name,
             "labels": {"punctual.dev/schedule-uid": "0000", "punctual.dev/schedule": "x"},
             "annotations": {"punctual.dev/leader": leader, "punctual.dev/epoch": str(epoch)},
+            # As Punctual creates it: owned by its CronSchedule (the policy's match condition).
+            "ownerReferences": [
+                {
+                    "apiVersion": "punctual.dev/v1",
+                    "kind": "CronSchedule",
+                    "name": "x",
+                    "uid": "0000",
+                    "controller": True,
+                }
+            ],
         },
         "spec": {
             "entrypoint": "main",

@@ -230,6 +230,9 @@ class Operator:
         self.metrics.schedules.set(len(self.schedules))
         self.metrics.postponed.set(self.loop.postponed)
         self.metrics.event_loop_lag.set(self.lag.worst())
+        for kind in self.workloads.asked:
+            listed = kind.name in self.workloads.listed
+            self.metrics.workload_kinds.labels(kind.name).set(1 if listed else 0)
         self.metrics.conflicts.set(len(self.reconciler.conflicts) if leading else 0)
         self.metrics.clock_offset.set(self.clock.offset.total_seconds())
         self.metrics.clock_uncertainty.set(self.clock.uncertainty.total_seconds())
