@@ -162,7 +162,7 @@ def test_api_server_refuses_any_labelled_kind_from_a_stale_leader(
     def refused() -> bool:
         code, err = create(crd, namespace, stamped("probe", "old-leader", 3))
         if code == 0:
-            crd.kubectl("delete", "-n", namespace, "configmap", "probe")
+            crd.kubectl("delete", "-n", namespace, "configmap", "probe", "--ignore-not-found")
         return code != 0 and "punctual fencing" in err
 
     wait_until(refused, 30, what="the fencing policy to be enforced")

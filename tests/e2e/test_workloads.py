@@ -445,7 +445,10 @@ def test_the_fence_refuses_a_stale_leaders_workflow(
     def refused() -> bool:
         code, err = create_object(crd, namespace, stale_workflow("probe", "old-leader", 3))
         if code == 0:
-            crd.kubectl("delete", "-n", namespace, "workflows.argoproj.io", "probe")
+            # (the garbage collector may have taken it already: its owner does not exist)
+            crd.kubectl(
+                "delete", "-n", namespace, "workflows.argoproj.io", "probe", "--ignore-not-found"
+            )
         return code != 0 and "punctual fencing" in err
 
     wait_until(refused, 30, what="the fencing policy to refuse a stale Workflow")

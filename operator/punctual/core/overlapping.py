@@ -89,7 +89,8 @@ def concurrency(
         running = [j.name for j in live] + [c.job for c in recovered]
         chosen = () if running else (fresh[0],)
         blocker = running[0] if running else fresh[0].job
-        message = f"concurrencyPolicy Forbid: Job {blocker} still runs"
+        what = live[0].kind.kind if live else "Job"  # a claim in flight: named as a Job
+        message = f"concurrencyPolicy Forbid: {what} {blocker} still runs"
         skips = tuple(Skip(c, SkipReason.FORBID, message) for c in fresh[len(chosen) :])
         return Overlap((*recovered, *chosen), skips=skips)
     # Replace: the newest candidate replaces everything running.

@@ -315,7 +315,7 @@ def _events(o: Outcome) -> tuple[EventNote, ...]:
         *(_skip_note(skip) for skip in overlap.skips),
         *(_buffered_note(c) for c in overlap.newly_buffered),
         *(
-            EventNote("Normal", "Replaced", f"Deleting Job {j.name}: {j.reason}")
+            EventNote("Normal", "Replaced", f"Deleting {j.kind.kind} {j.name}: {j.reason}")
             for j in overlap.replaced
         ),
         *o.batch.notes,
