@@ -210,9 +210,9 @@ async def punctual(trial: Trial) -> None:
         )
     start, tick, expression = _punctual_tick(trial)
     bodies = _cronschedules(n, expression)
-    if trial.kind == "workloads":  # the second half fires Exports
-        trial.result["exports"] = n - n // 2
-        bodies = bodies[: n // 2] + [_as_export(b) for b in bodies[n // 2 :]]
+    if trial.kind == "workloads":  # every other schedule fires an Export: neither goes first
+        trial.result["exports"] = n // 2
+        bodies = [_as_export(b) if i % 2 else b for i, b in enumerate(bodies)]
     log(f"{trial.scenario.id} n={n}: creating CronSchedules '{expression}', tick {hms(tick)}")
     setup_before = snapshot(trial.component_pids())
     created = await create_all(

@@ -13,6 +13,7 @@ module that does.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +25,9 @@ VENV = REPO / ".venv"
 STATE_DIR = REPO / ".cluster-bench"  # the bench's control plane
 ARTIFACTS = REPO / ".cluster-bench-artifacts"  # audit and component logs per scenario
 BIN_DIR = REPO / ".cluster" / "bin"  # the pinned binaries of `make binaries`
-PORT_BASE = 18443  # the dev cluster is on 16443, the test cluster on 17443
+# The dev cluster is on 16443, the test cluster on 17443 (BENCH_PORT_BASE: when another
+# cluster is on this one).
+PORT_BASE = int(os.environ.get("BENCH_PORT_BASE", "18443"))
 NAMESPACE = "bench"
 LEASE = "punctual-leader"
 HARNESS_AGENT = "punctual-bench"  # the harness's own requests (set-up, lists)

@@ -11,6 +11,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+import pytest
+
 from punctual.core.models import ConcurrencyPolicy, CronScheduleSpec
 from punctual.core.overlapping import Overlap, choose, concurrency
 from punctual.core.records import Candidate, ScheduleRead, SkipReason
@@ -142,3 +144,83 @@ def test_concurrency_alone_leaves_its_inputs_as_they_were() -> None:
     before = (list(wanted), list(live))
     concurrency(ConcurrencyPolicy.REPLACE, wanted, live, recovering=NOTHING)
     assert (wanted, live) == before
+
+
+# -- spec.maxConcurrent ----------------------------------------------------------------------
+
+
+def running(count: int) -> list[Any]:
+    """`count` Jobs still running, of the ticks before T0, oldest first."""
+    return [job(T0 - (count - i) * H, ACTIVE) for i in range(count)]
+
+
+# (policy, runs running, candidates due) -> (ticks created, ticks skipped, Jobs replaced)
+MAX_CONCURRENT_2 = [
+    ("Allow", 0, 3, 2, 1, 0),
+    ("Allow", 1, 2, 1, 1, 0),
+    ("Allow", 2, 1, 0, 1, 0),
+    ("Forbid", 1, 1, 1, 0, 0),
+    ("Forbid", 2, 2, 0, 2, 0),
+    ("Replace", 1, 1, 1, 0, 0),
+    ("Replace", 2, 1, 1, 0, 1),
+    ("Replace", 3, 2, 1, 1, 2),
+    ("BufferOne", 1, 1, 1, 0, 0),
+    ("BufferOne", 2, 1, 0, 0, 0),
+    ("BufferAll", 0, 3, 2, 0, 0),
+]
+
+
+@pytest.mark.parametrize(
+    ("policy", "live", "due_count", "created", "skipped", "replaced"), MAX_CONCURRENT_2
+)
+def test_max_concurrent_2_under_each_policy(
+    policy: str, live: int, due_count: int, created: int, skipped: int, replaced: int
+) -> None:
+    spec = spec_body(concurrencyPolicy=policy, maxConcurrent=2)
+    wanted = [due(T0 + i * H) for i in range(due_count)]
+    overlap = decide_overlap(
+        spec, read(spec, jobs=running(live)), wanted, now=T0 + (due_count - 1) * H + S
+    )
+    assert len(overlap.creates) == created
+    assert len(overlap.skips) == skipped
+    assert len(overlap.replaced) == replaced
+    if policy in ("Allow", "Forbid") and created:  # the oldest that fit go first
+        assert overlap.creates == tuple(wanted[:created])
+    if policy == "Replace" and replaced:  # the oldest runs go, the newest candidate comes
+        assert [j.name for j in overlap.replaced] == [j.name for j in running(live)[:replaced]]
+        assert overlap.creates == (wanted[-1],)
+    if policy.startswith("Buffer") and live + created == 2 and due_count > created:
+        assert overlap.buffered, "the ticks that do not fit wait"
+
+
+def test_a_tick_skipped_by_max_concurrent_names_the_limit_under_its_own_label() -> None:
+    spec = spec_body(concurrencyPolicy="Allow", maxConcurrent=2)
+    overlap = decide_overlap(spec, read(spec, jobs=running(2)), [due(T0)])
+    [skip] = overlap.skips
+    assert skip.reason is SkipReason.MAX_CONCURRENT and skip.reason.value == "maxConcurrent"
+    assert skip.message == "maxConcurrent 2: 2 runs of this schedule still run"
+
+
+def test_a_claim_being_recovered_counts_against_the_limit_and_is_never_turned_away() -> None:
+    spec = spec_body(concurrencyPolicy="Allow", maxConcurrent=1)
+    recovered = due(T0 - H)
+    overlap = decide_overlap(
+        spec, read(spec), [recovered, due(T0)], recovering=frozenset({recovered.job})
+    )
+    assert overlap.creates == (recovered,)
+    assert [s.candidate for s in overlap.skips] == [due(T0)]
+
+
+def test_unset_keeps_todays_meanings() -> None:
+    allow = spec_body(concurrencyPolicy="Allow")
+    overlap = decide_overlap(allow, read(allow, jobs=running(5)), [due(T0)])
+    assert overlap.creates == (due(T0),)
+    forbid = spec_body(concurrencyPolicy="Forbid")
+    overlap = decide_overlap(forbid, read(forbid, jobs=running(1)), [due(T0)])
+    assert overlap.creates == () and overlap.skips[0].reason is SkipReason.FORBID
+
+
+def test_max_concurrent_is_bounded_as_the_crd_says() -> None:
+    for bad in (0, 1001):
+        with pytest.raises(ValueError, match=r"maxConcurrent|max_concurrent"):
+            CronScheduleSpec.model_validate(spec_body(maxConcurrent=bad))

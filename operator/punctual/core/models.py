@@ -36,6 +36,8 @@ MAX_RECENT_FIRINGS: Final = 20
 MAX_UPCOMING_TICKS: Final = 5
 # How many ticks status.buffered may hold under BufferAll, at most (spec.maxBuffered).
 MAX_BUFFERED: Final = 100
+# The most runs of one schedule spec.maxConcurrent may allow at once.
+MAX_CONCURRENT: Final = 1000
 # Bounds of the lists of a spec (the CRD says the same).
 MAX_SCHEDULES: Final = 20
 MAX_EXCLUSIONS: Final = 50
@@ -167,6 +169,7 @@ class CronScheduleSpec(_ApiModel):
     max_missed_runs: int = Field(default=10, ge=1, le=1000)
     concurrency_policy: ConcurrencyPolicy = ConcurrencyPolicy.ALLOW
     max_buffered: int = Field(default=10, ge=1, le=MAX_BUFFERED)
+    max_concurrent: int | None = Field(default=None, ge=1, le=MAX_CONCURRENT)
     suspend: bool = False
     suspend_until: UtcTime | None = None
     pause_on_failure: PauseOnFailure | None = None

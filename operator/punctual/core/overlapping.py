@@ -3,8 +3,12 @@
 Why it exists: a tick can come due while a Job of the schedule still runs. `Allow`
 creates it anyway; `Forbid` skips it; `Replace` deletes what runs and creates the newest;
 `BufferOne` and `BufferAll` keep due ticks in status.buffered and fire them one at a
-time, oldest first. A manual trigger may ask for a policy of its own, decided after the
-others, against the Jobs still running and those the decision creates. `deciding` hands
+time, oldest first. `spec.maxConcurrent: N` widens "one at a time" to N and bounds
+`Allow` at N: with `Allow` or `Forbid` a tick due while N run is skipped (reason
+`maxConcurrent`), the buffers fire while fewer than N run, and `Replace` replaces only the
+oldest runs beyond N - 1. A manual trigger may ask for a policy of its own, decided after
+the others, against the Jobs still running and those the decision creates (the limit
+still holds). `deciding` hands
 `choose` the candidates it gathered; it returns an `Overlap`: the ones to create, the
 Jobs Replace deletes first, every skip (with its fixed reason), the buffer, and the
 buffered ticks that passed their deadline. `status` turns it into firings and Events.
@@ -20,12 +24,14 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from punctual.core.jobs import JobSnapshot
 from punctual.core.models import BufferedTick, ConcurrencyPolicy, CronScheduleSpec
 from punctual.core.records import Candidate, JobToDelete, ScheduleRead, Skip, SkipReason
 from punctual.core.times import format_time
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,14 +65,17 @@ def choose(
         and c.job not in recovering
     ]
     rest = [c for c in wanted if c not in overriding]
+    limit = spec.max_concurrent
     if spec.concurrency_policy.buffers:
         first = buffer(spec, schedule, rest, recovering=recovering, now=now)
     else:
         dropped = unbuffered(schedule, spec.concurrency_policy)
-        first = concurrency(spec.concurrency_policy, rest, schedule.live, recovering=recovering)
+        first = concurrency(
+            spec.concurrency_policy, rest, schedule.live, recovering=recovering, limit=limit
+        )
         if dropped:  # (replace is slow enough to matter on every decision)
             first = dataclasses.replace(first, skips=dropped + first.skips)
-    return _override(overriding, first, schedule.live)
+    return _override(overriding, first, schedule.live, limit)
 
 
 def concurrency(
@@ -75,9 +84,12 @@ def concurrency(
     live: Sequence[JobSnapshot],
     *,
     recovering: frozenset[str],
+    limit: int | None = None,
 ) -> Overlap:
     """Allow, Forbid, Replace: which candidates to create, and which running Jobs
     Replace deletes first."""
+    if limit is not None and wanted:
+        return _limited(policy, wanted, live, recovering=recovering, limit=limit)
     if policy is ConcurrencyPolicy.ALLOW or not wanted:
         return Overlap(tuple(wanted))
     # Claims being recovered were decided before; they are created whatever the policy.
@@ -104,8 +116,42 @@ def concurrency(
     return Overlap((*recovered, newest), replaced=replaced, skips=skips)
 
 
+def _limited(
+    policy: ConcurrencyPolicy,
+    wanted: Sequence[Candidate],
+    live: Sequence[JobSnapshot],
+    *,
+    recovering: frozenset[str],
+    limit: int,
+) -> Overlap:
+    """Allow, Forbid or Replace under spec.maxConcurrent: at most `limit` runs at once.
+    Allow and Forbid create the oldest candidates that fit and skip the rest; Replace
+    creates the newest and deletes the oldest runs that would be one too many."""
+    recovered = tuple(c for c in wanted if c.job in recovering)
+    fresh = [c for c in wanted if c.job not in recovering]
+    running = len(live) + len(recovered)
+    if policy is ConcurrencyPolicy.REPLACE and fresh:
+        newest = max(fresh, key=lambda c: c.tick)
+        message = f"concurrencyPolicy Replace: superseded by {newest.job}"
+        skips = tuple(Skip(c, SkipReason.REPLACE, message) for c in fresh if c is not newest)
+        oldest = sorted(live, key=lambda j: (j.tick or j.created or _EPOCH, j.name))
+        excess = max(0, running + 1 - limit)
+        replaced = tuple(
+            JobToDelete(j.name, j.uid, f"replaced by {newest.job}", j.has_finalizer, j.kind)
+            for j in oldest[:excess]
+        )
+        return Overlap((*recovered, newest), replaced=replaced, skips=skips)
+    room = max(0, limit - running)
+    message = f"maxConcurrent {limit}: {running} runs of this schedule still run"
+    skips = tuple(Skip(c, SkipReason.MAX_CONCURRENT, message) for c in fresh[room:])
+    return Overlap((*recovered, *fresh[:room]), skips=skips)
+
+
 def _override(
-    overriding: Sequence[Candidate], first: Overlap, live: Sequence[JobSnapshot]
+    overriding: Sequence[Candidate],
+    first: Overlap,
+    live: Sequence[JobSnapshot],
+    limit: int | None = None,
 ) -> Overlap:
     """A manual trigger that asked for its own concurrencyPolicy is decided after the
     others, under its policy, against the Jobs still running and those `first` creates."""
@@ -118,6 +164,7 @@ def _override(
             [*result.creates, candidate],
             [j for j in live if j.name not in going],
             recovering=frozenset(c.job for c in result.creates),
+            limit=limit,
         )
         result = dataclasses.replace(
             result,
@@ -159,8 +206,9 @@ def buffer(
         if deadline is not None and now - c.tick > timedelta(seconds=deadline) and not c.manual
     )
     waiting = [c for c in queue if c not in late]
-    running = bool(schedule.live or recovered)
-    chosen = () if running or not waiting else (waiting[0],)
+    running = len(schedule.live) + len(recovered)
+    free = max(0, (spec.max_concurrent or 1) - running)
+    chosen = tuple(waiting[:free])
     one = spec.concurrency_policy is ConcurrencyPolicy.BUFFER_ONE
     room = 1 if one else spec.max_buffered
     kept = waiting[len(chosen) : len(chosen) + room]

@@ -117,6 +117,7 @@ class SkipReason(StrEnum):
     UNBUFFERED = "concurrencyPolicy=Unbuffered"
     FREEZE_WINDOW = "FreezeWindow=Skip"
     MISSED_RUN_POLICY = "missedRunPolicy=Skip"
+    MAX_CONCURRENT = "maxConcurrent"  # Allow or Forbid with spec.maxConcurrent runs running
 
 
 @dataclass(frozen=True, slots=True)
