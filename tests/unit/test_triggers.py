@@ -3,6 +3,7 @@ concurrencyPolicy for one firing, as decisions around one fixed instant."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ from punctual.core.jobs import JobSnapshot, JobState, manual_job_name
 from punctual.core.keys import ANNOTATION_TRIGGER
 from punctual.core.models import ConcurrencyPolicy
 from punctual.core.naming import job_name
-from punctual.core.triggers import TriggerError, TriggerRequest, parse_trigger
+from punctual.core.triggers import TriggerError, TriggerRequest, parse_env, parse_trigger
 
 T0 = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
 M = timedelta(minutes=1)
@@ -243,3 +244,78 @@ def test_the_crd_records_what_a_request_may_say() -> None:
     assert firing["concurrencyPolicy"]["enum"] == [p.value for p in OVERRIDABLE]
     assert firing["triggeredBy"]["maxLength"] == MAX_TRIGGERED_BY
     assert firing["triggerReason"]["maxLength"] == MAX_TRIGGER_REASON
+
+
+# -- --env overrides ---------------------------------------------------------------------
+
+ENV_ASKED = TriggerRequest("req-2", "alice", None, None, (("MODE", "full"), ("REGION", "eu")))
+
+
+def test_env_overrides_reach_every_container_the_job_the_firing_and_the_event() -> None:
+    schedule = body(ENV_ASKED.annotation())
+    containers = [
+        {
+            "name": "a",
+            "env": [{"name": "MODE", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}],
+        },
+        {"name": "b"},
+    ]
+    schedule["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"] = containers
+    schedule["spec"]["jobTemplate"]["spec"]["template"]["spec"]["initContainers"] = [{"name": "i"}]
+    decision = run(schedule)
+    [create] = decision.creates
+    pod = create.body["spec"]["template"]["spec"]
+    for container in [*pod["containers"], *pod["initContainers"]]:
+        env = {e["name"]: e for e in container["env"]}
+        assert env["MODE"] == {"name": "MODE", "value": "full"}, container["name"]
+        assert env["REGION"]["value"] == "eu"
+        assert "PUNCTUAL_TICK" in env
+        assert [e["name"] for e in container["env"]].count("MODE") == 1
+    assert containers[0]["env"][0]["valueFrom"]  # the schedule's template is not changed
+    notes = create.body["metadata"]["annotations"]
+    assert json.loads(notes["punctual.dev/env-overrides"]) == {"MODE": "full", "REGION": "eu"}
+    assert manual_firing(decision)["envOverrides"] == ["MODE=full", "REGION=eu"]
+    [event] = [e for e in decision.events if e.reason == "Triggered"]
+    assert event.message.endswith("with MODE=full, REGION=eu")
+
+
+def test_the_env_reads_back_from_the_annotation_sorted() -> None:
+    assert parse_trigger(ENV_ASKED.annotation()) == ENV_ASKED
+    assert parse_env(["B=2", "A=1", "B=3"]) == (("A", "1"), ("B", "3"))
+    assert parse_env(["EMPTY=", "EQ=a=b"]) == (("EMPTY", ""), ("EQ", "a=b"))
+
+
+@pytest.mark.parametrize(
+    ("pairs", "message"),
+    [
+        (["1X=y"], "--env '1X': not a variable name Kubernetes takes"),
+        (["A B=y"], "--env 'A B': not a variable name"),
+        (["NOEQUALS"], "--env 'NOEQUALS': must be KEY=VALUE"),
+        (["PUNCTUAL_TICK=x"], "--env PUNCTUAL_TICK: PUNCTUAL_* are Punctual's own variables"),
+        ([f"BIG={'x' * 4097}"], "--env BIG: the value is over 4096 bytes"),
+        ([f"V{i}=x" for i in range(33)], "--env: 33 variables, at most 32"),
+    ],
+    ids=["digit first", "space", "no equals", "punctual's own", "over 4 KiB", "33 of them"],
+)
+def test_bad_env_is_one_line_naming_it(pairs: list[str], message: str) -> None:
+    with pytest.raises(TriggerError) as raised:
+        parse_env(pairs)
+    assert str(raised.value).startswith(message)
+    assert "\n" not in str(raised.value)
+
+
+def test_a_written_annotation_with_bad_env_is_refused_naming_the_field() -> None:
+    with pytest.raises(TriggerError, match=r"punctual.dev/trigger\]\.env '1X'"):
+        parse_trigger('{"request": "r", "env": {"1X": "y"}}')
+
+
+def test_a_trigger_with_bad_env_writes_nothing(capsys: pytest.CaptureFixture[str]) -> None:
+    from punctual.cli.main import main
+
+    status = main(["trigger", "nightly", "--env", "1X=y", "--kubeconfig", "/nonexistent"])
+    err = capsys.readouterr().err
+    assert status == 2
+    assert err.strip().splitlines() == [
+        "punctual: --env '1X': not a variable name Kubernetes takes (letters, digits, '_', "
+        "'-' and '.', not a digit first)"
+    ]

@@ -36,7 +36,12 @@ def _env(name: str) -> str | None:
 
 
 def add_trigger_command(subparsers: Any) -> None:
-    from punctual.core.triggers import MAX_TRIGGER_REASON, OVERRIDABLE
+    from punctual.core.triggers import (
+        MAX_ENV_OVERRIDES,
+        MAX_ENV_VALUE,
+        MAX_TRIGGER_REASON,
+        OVERRIDABLE,
+    )
 
     parser = subparsers.add_parser(
         "trigger",
@@ -60,6 +65,15 @@ def add_trigger_command(subparsers: Any) -> None:
         help="the concurrencyPolicy for this firing only, instead of the schedule's: "
         + ", ".join(p.value for p in OVERRIDABLE),
     )
+    parser.add_argument(
+        "--env",
+        metavar="KEY=VALUE",
+        action="append",
+        default=[],
+        help=f"set (or replace) this variable in every container of this one run (repeatable, "
+        f"at most {MAX_ENV_OVERRIDES}, values at most {MAX_ENV_VALUE} bytes); recorded with the "
+        "firing and on the Job",
+    )
     parser.set_defaults(handler=_trigger)
 
 
@@ -70,6 +84,7 @@ def _trigger(arguments: argparse.Namespace, context: Context) -> int:
         TriggerError,
         TriggerRequest,
         overlap_policy,
+        parse_env,
     )
     from punctual.kube.client import ApiError
     from punctual.kube.reviewing import caller_name
@@ -83,11 +98,12 @@ def _trigger(arguments: argparse.Namespace, context: Context) -> int:
         return 2
     try:
         policy = overlap_policy(arguments.overlap, "--overlap")
-    except TriggerError as error:  # argparse's choices catch it first; kept for callers
+        env = parse_env(arguments.env)
+    except TriggerError as error:  # argparse's choices catch a bad --overlap first
         print(f"punctual: {error}", file=context.stderr)
         return 2
     request = new_request_id()
-    asked = TriggerRequest(request, None, reason, policy)
+    asked = TriggerRequest(request, None, reason, policy, env)
 
     async def ask(api: KubeClient, path: str) -> dict[str, Any]:
         nonlocal asked

@@ -110,6 +110,8 @@ def _firing_reason(firing: Mapping[str, Any]) -> str:
         parts.append(json.dumps(str(firing["triggerReason"]), ensure_ascii=False))
     if firing.get("concurrencyPolicy"):
         parts.append(f"concurrencyPolicy {firing['concurrencyPolicy']} for this firing")
+    if firing.get("envOverrides"):
+        parts.append(f"with {', '.join(str(e) for e in firing['envOverrides'])}")
     if firing.get("reason"):
         parts.append(str(firing["reason"]))
     return "; ".join(parts)

@@ -86,6 +86,7 @@ def _firing(
         namespace=str(body["metadata"]["namespace"]),
         kind=candidate.kind,
         epoch=leadership.epoch,
+        overrides=() if candidate.trigger is None else candidate.trigger.env,
     )
 
 

@@ -31,6 +31,7 @@ from enum import StrEnum
 from typing import Any
 
 from punctual.core.keys import (
+    ANNOTATION_ENV_OVERRIDES,
     ANNOTATION_EPOCH,
     ANNOTATION_FIRING,
     ANNOTATION_LEADER,
@@ -179,6 +180,8 @@ def build_job(
         annotations[ANNOTATION_TRIGGERED_BY] = triggered_by
     if trigger_reason is not None:
         annotations[ANNOTATION_TRIGGER_REASON] = trigger_reason
+    if firing is not None and firing.overrides:
+        annotations[ANNOTATION_ENV_OVERRIDES] = json.dumps(dict(firing.overrides), sort_keys=True)
     spec = template.get("spec") or {}
     if firing is not None:
         annotations[ANNOTATION_FIRING] = firing.kind.value

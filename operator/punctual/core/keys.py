@@ -33,6 +33,8 @@ ANNOTATION_LEADER: Final = f"{GROUP}/leader"
 # On a manual Job: who asked (as `punctual trigger` saw it) and why.
 ANNOTATION_TRIGGERED_BY: Final = f"{GROUP}/triggered-by"
 ANNOTATION_TRIGGER_REASON: Final = f"{GROUP}/trigger-reason"
+# A manual trigger's --env on its Job: a JSON object of the variables it set.
+ANNOTATION_ENV_OVERRIDES: Final = f"{GROUP}/env-overrides"
 # Keeps a Job until its firing is recorded in the written status (see `jobs`).
 FINALIZER: Final = f"{GROUP}/record-firing"
 

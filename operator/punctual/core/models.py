@@ -271,6 +271,7 @@ class RecordedFiring(_ApiModel):
     triggered_by: str | None = None
     trigger_reason: str | None = None
     concurrency_policy: ConcurrencyPolicy | None = None
+    env_overrides: list[str] | None = None  # a trigger's --env, KEY=VALUE (values cut at 64)
     manual: bool = False
     backfill: bool | None = None  # True: fired by a backfill (punctual backfill)
 

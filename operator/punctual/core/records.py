@@ -28,7 +28,7 @@ from punctual.core.jobs import JobSnapshot
 from punctual.core.models import CronScheduleStatus, parse_status
 from punctual.core.stamping import FiringKind
 from punctual.core.times import parse_time
-from punctual.core.triggers import TriggerRequest
+from punctual.core.triggers import TriggerRequest, shown
 from punctual.core.workloads import JOB, WorkloadKind
 
 EventType = Literal["Normal", "Warning"]
@@ -138,4 +138,5 @@ def trigger_fields(candidate: Candidate) -> dict[str, Any]:
         "triggered_by": asked.triggered_by,
         "trigger_reason": asked.trigger_reason,
         "concurrency_policy": asked.concurrency_policy,
+        "env_overrides": shown(asked.env) or None,
     }

@@ -73,6 +73,8 @@ class Firing:
     namespace: str
     kind: FiringKind
     epoch: int
+    # A manual trigger's --env: set in every container, replacing what the template says.
+    overrides: tuple[tuple[str, str], ...] = ()
 
     def values(self) -> dict[str, str]:
         """Variable name to value; PUNCTUAL_PREVIOUS_TICK is empty when there is none."""
@@ -114,7 +116,7 @@ def stamp(pod_template: Mapping[str, Any], firing: Firing) -> dict[str, Any]:
     for key in _CONTAINER_LISTS:
         listed = spec.get(key)
         if isinstance(listed, list):
-            spec[key] = [_told(c, values) for c in listed]
+            spec[key] = [_told(c, values, firing.overrides) for c in listed]
     return stamped
 
 
@@ -122,11 +124,14 @@ def stamp_containers(containers: list[Any], firing: Firing) -> list[Any]:
     """Copies of `containers` (container specs, as an Argo template's) whose env carries
     the firing's variables, except those a container sets itself."""
     values = firing.values()
-    return [_told(copy.deepcopy(c), values) for c in containers]
+    return [_told(copy.deepcopy(c), values, firing.overrides) for c in containers]
 
 
-def _told(container: Any, values: Mapping[str, str]) -> Any:
-    """`container` with the variables it does not set appended to its env."""
+def _told(
+    container: Any, values: Mapping[str, str], overrides: tuple[tuple[str, str], ...] = ()
+) -> Any:
+    """`container` with the variables it does not set appended to its env, and the
+    overrides set (an entry of the same name, value or valueFrom, replaced)."""
     if not isinstance(container, dict):
         return container
     env = container.get("env")
@@ -136,6 +141,13 @@ def _told(container: Any, values: Mapping[str, str]) -> Any:
         return container  # malformed: the API server will say so
     taken = _names(env)
     added = [{"name": n, "value": v} for n, v in values.items() if n not in taken]
+    if overrides:
+        forced = dict(overrides)
+        kept = [e for e in env if not (isinstance(e, Mapping) and e.get("name") in forced)]
+        return {
+            **container,
+            "env": [*kept, *added, *({"name": n, "value": v} for n, v in overrides)],
+        }
     return {**container, "env": [*env, *added]}
 
 
