@@ -47,6 +47,8 @@ VALUES = {
     "PUNCTUAL_NAMESPACE": "reports",
     "PUNCTUAL_FIRING": "scheduled",
     "PUNCTUAL_EPOCH": "7",
+    "PUNCTUAL_LAST_SUCCESSFUL_TICK": "",
+    "PUNCTUAL_ATTEMPT": "1",
 }
 OURS = [{"name": k, "value": v} for k, v in VALUES.items()]
 
@@ -215,7 +217,7 @@ def test_the_pods_own_annotations_stay_and_ours_are_always_ours() -> None:
 def test_the_values(change: dict[str, Any], expected: dict[str, str]) -> None:
     values = replace(FIRING, **change).values()
     assert values == expected
-    assert tuple(values) == VARIABLES  # always all seven, in one order
+    assert tuple(values) == VARIABLES  # always all nine, in one order
 
 
 def test_build_job_stamps_only_when_told_the_firing() -> None:
@@ -271,7 +273,24 @@ def test_a_scheduled_job_is_told_its_tick_the_previous_one_and_its_zone() -> Non
         "PUNCTUAL_NAMESPACE": "reports",
         "PUNCTUAL_FIRING": "scheduled",
         "PUNCTUAL_EPOCH": "7",
+        "PUNCTUAL_LAST_SUCCESSFUL_TICK": "",  # none has succeeded yet
+        "PUNCTUAL_ATTEMPT": "1",
     }
+
+
+def test_the_last_successful_tick_is_the_newest_run_known_to_have_succeeded() -> None:
+    body = schedule_body(pod(container("main")))
+    body["status"]["recentFirings"] = [
+        {"tick": "2026-11-25T09:30:00Z", "job": "a", "outcome": "Succeeded", "epoch": 7},
+        {"tick": "2026-11-25T10:00:00Z", "job": "b", "outcome": "Failed", "epoch": 7},
+    ]
+    body["status"]["lastSuccessfulTick"] = "2026-11-25T08:00:00Z"
+    [create] = decide(body, [], now=T0 + timedelta(seconds=1), leadership=LEADER).creates
+    [main] = create.body["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e["value"] for e in main["env"]}
+    assert env["PUNCTUAL_LAST_SUCCESSFUL_TICK"] == "2026-11-25T09:30:00Z"
+    notes = create.body["spec"]["template"]["metadata"]["annotations"]
+    assert notes["punctual.dev/last-successful-tick"] == "2026-11-25T09:30:00Z"
 
 
 def test_the_previous_tick_is_of_the_combined_ticks_and_empty_for_a_one_shot() -> None:

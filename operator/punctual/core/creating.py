@@ -37,6 +37,7 @@ def job_to_create(
     uid: str,
     now: datetime,
     kind: WorkloadKind = JOB,
+    last_success: datetime | None = None,
 ) -> JobToCreate:
     tick = candidate.tick
     asked = candidate.trigger
@@ -54,7 +55,7 @@ def job_to_create(
             leader=leadership.identity,
             trigger=candidate.request,
             installation=leadership.installation,
-            firing=_firing(body, candidate, spec, leadership, uid=uid),
+            firing=_firing(body, candidate, spec, leadership, uid=uid, last_success=last_success),
             triggered_by=None if asked is None else asked.triggered_by,
             trigger_reason=None if asked is None else asked.trigger_reason,
             shard=leadership.shard,
@@ -70,6 +71,7 @@ def _firing(
     leadership: Leadership,
     *,
     uid: str,
+    last_success: datetime | None,
 ) -> Firing:
     """What the Job's containers are told (see `stamping`): the previous tick is the
     newest of the schedule's combined ticks before this firing's."""
@@ -87,6 +89,7 @@ def _firing(
         kind=candidate.kind,
         epoch=leadership.epoch,
         overrides=() if candidate.trigger is None else candidate.trigger.env,
+        last_successful_tick=last_success,
     )
 
 

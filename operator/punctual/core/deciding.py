@@ -241,7 +241,16 @@ def _decision(
         write_delay=WriteDelay.NEVER if release_needs_status else write_delay,
         replace=overlap.replaced,
         creates=tuple(
-            creating.job_to_create(body, c, spec, leadership, uid=schedule.uid, now=now, kind=kind)
+            creating.job_to_create(
+                body,
+                c,
+                spec,
+                leadership,
+                uid=schedule.uid,
+                now=now,
+                kind=kind,
+                last_success=succeeding.last_success(schedule),
+            )
             for c in creates
         ),
         prune=prune,

@@ -47,6 +47,8 @@ ANNOTATION_SCHEDULE: Final = f"{GROUP}/schedule"
 ANNOTATION_NAMESPACE: Final = f"{GROUP}/namespace"
 ANNOTATION_FIRING: Final = f"{GROUP}/firing"
 ANNOTATION_EPOCH: Final = f"{GROUP}/epoch"
+ANNOTATION_LAST_SUCCESSFUL_TICK: Final = f"{GROUP}/last-successful-tick"
+ANNOTATION_ATTEMPT: Final = f"{GROUP}/attempt"
 
 # On a replica's membership Lease (kube.sharding): the installation it belongs to.
 LABEL_MEMBER_OF: Final = f"{GROUP}/member-of"

@@ -47,6 +47,10 @@ ENV_SCHEDULE: Final = "PUNCTUAL_SCHEDULE"
 ENV_NAMESPACE: Final = "PUNCTUAL_NAMESPACE"
 ENV_FIRING: Final = "PUNCTUAL_FIRING"
 ENV_EPOCH: Final = "PUNCTUAL_EPOCH"
+# The tick of the schedule's newest run that succeeded (empty: none yet), and which attempt
+# of its tick this run is (1; more once a failed tick is retried).
+ENV_LAST_SUCCESSFUL_TICK: Final = "PUNCTUAL_LAST_SUCCESSFUL_TICK"
+ENV_ATTEMPT: Final = "PUNCTUAL_ATTEMPT"
 
 ANNOTATIONS: Final[Mapping[str, str]] = {
     ENV_TICK: keys.ANNOTATION_TICK,
@@ -56,6 +60,8 @@ ANNOTATIONS: Final[Mapping[str, str]] = {
     ENV_NAMESPACE: keys.ANNOTATION_NAMESPACE,
     ENV_FIRING: keys.ANNOTATION_FIRING,
     ENV_EPOCH: keys.ANNOTATION_EPOCH,
+    ENV_LAST_SUCCESSFUL_TICK: keys.ANNOTATION_LAST_SUCCESSFUL_TICK,
+    ENV_ATTEMPT: keys.ANNOTATION_ATTEMPT,
 }
 VARIABLES: Final = tuple(ANNOTATIONS)
 
@@ -75,6 +81,8 @@ class Firing:
     epoch: int
     # A manual trigger's --env: set in every container, replacing what the template says.
     overrides: tuple[tuple[str, str], ...] = ()
+    last_successful_tick: datetime | None = None
+    attempt: int = 1
 
     def values(self) -> dict[str, str]:
         """Variable name to value; PUNCTUAL_PREVIOUS_TICK is empty when there is none."""
@@ -87,6 +95,10 @@ class Firing:
             ENV_NAMESPACE: self.namespace,
             ENV_FIRING: self.kind.value,
             ENV_EPOCH: str(self.epoch),
+            ENV_LAST_SUCCESSFUL_TICK: ""
+            if self.last_successful_tick is None
+            else format_time(self.last_successful_tick),
+            ENV_ATTEMPT: str(self.attempt),
         }
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from punctual.core.jobs import JobState
-from punctual.core.models import CronScheduleSpec
+from punctual.core.models import CronScheduleSpec, FiringOutcome
 from punctual.core.planning import tick_source
 from punctual.core.records import ScheduleRead
 from punctual.core.schedules import ScheduleError
@@ -35,6 +35,15 @@ class Freshness:
     last_tick: datetime | None = None  # status.lastSuccessfulTick
     stale: str | None = None  # why the schedule is Stale; None: it is fresh
     wake: datetime | None = None  # when it would turn Stale
+
+
+def last_success(schedule: ScheduleRead) -> datetime | None:
+    """The tick of the schedule's newest run known to have succeeded: among its Jobs, its
+    recorded firings, and status.lastSuccessfulTick (PUNCTUAL_LAST_SUCCESSFUL_TICK)."""
+    old = schedule.old
+    ticks = [j.tick for j in schedule.ours if j.state is JobState.SUCCEEDED and j.tick]
+    ticks += [f.tick for f in old.recent_firings if f.outcome is FiringOutcome.SUCCEEDED]
+    return max([*ticks, *filter(None, [old.last_successful_tick])], default=None)
 
 
 def freshness(spec: CronScheduleSpec, schedule: ScheduleRead, *, now: datetime) -> Freshness:
