@@ -253,7 +253,7 @@ ENV_ASKED = TriggerRequest("req-2", "alice", None, None, (("MODE", "full"), ("RE
 
 def test_env_overrides_reach_every_container_the_job_the_firing_and_the_event() -> None:
     schedule = body(ENV_ASKED.annotation())
-    containers = [
+    containers: list[dict[str, Any]] = [
         {
             "name": "a",
             "env": [{"name": "MODE", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}],
