@@ -160,6 +160,13 @@ class Metrics:
             ["namespace", "schedule"],
             registry=r,
         )
+        self.run_pending = Gauge(
+            "punctual_run_pending_seconds",
+            "How long the oldest running Job of a schedule with pendingTimeoutSeconds or "
+            "successDeadlineSeconds has had no pod started (0: none is pending).",
+            ["namespace", "schedule"],
+            registry=r,
+        )
         self.epoch.set(-1)
         self.per_schedule = ScheduleGauges(self)
 
@@ -175,6 +182,7 @@ class _Asked:
     paused: bool | None  # None: no pauseOnFailure, no gauge
     stale: bool | None  # None: no successDeadlineSeconds, no gauge
     last_success: float | None
+    pending: bool = False  # pendingTimeoutSeconds or successDeadlineSeconds: the pending gauge
 
 
 class ScheduleGauges:
@@ -192,7 +200,8 @@ class ScheduleGauges:
     def observe(self, key: tuple[str, str], body: Mapping[str, Any] | None) -> None:
         """A schedule as listed or watched (None: deleted)."""
         spec = (body or {}).get("spec") or {}
-        if body is None or ("pauseOnFailure" not in spec and "successDeadlineSeconds" not in spec):
+        asks = ("pauseOnFailure", "successDeadlineSeconds", "pendingTimeoutSeconds")
+        if body is None or not any(field in spec for field in asks):
             self._asked.pop(key, None)
             return
         status = body.get("status") or {}
@@ -203,12 +212,18 @@ class ScheduleGauges:
             paused=("Paused" in true) if "pauseOnFailure" in spec else None,
             stale=("Stale" in true) if "successDeadlineSeconds" in spec else None,
             last_success=_instant(success) if "successDeadlineSeconds" in spec else None,
+            pending="pendingTimeoutSeconds" in spec or "successDeadlineSeconds" in spec,
         )
 
-    def export(self, leads: Callable[[str], bool]) -> None:
-        """Set the gauges of the schedules whose uid `leads` says this replica leads."""
+    def export(
+        self,
+        leads: Callable[[str], bool],
+        pending_for: Callable[[str], float] = lambda uid: 0.0,
+    ) -> None:
+        """Set the gauges of the schedules whose uid `leads` says this replica leads;
+        `pending_for(uid)`: seconds its oldest running Job has had no pod started."""
         m = self._metrics
-        for gauge in (m.schedule_paused, m.schedule_stale, m.last_success):
+        for gauge in (m.schedule_paused, m.schedule_stale, m.last_success, m.run_pending):
             gauge.clear()
         for (namespace, name), asked in self._asked.items():
             if not leads(asked.uid):
@@ -219,6 +234,8 @@ class ScheduleGauges:
                 m.schedule_stale.labels(namespace, name).set(1 if asked.stale else 0)
             if asked.last_success is not None:
                 m.last_success.labels(namespace, name).set(asked.last_success)
+            if asked.pending:
+                m.run_pending.labels(namespace, name).set(pending_for(asked.uid))
 
 
 def _instant(text: object) -> float | None:

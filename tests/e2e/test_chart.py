@@ -408,6 +408,7 @@ def test_lint_and_template_pass_in_every_mode(values: tuple[str, ...]) -> None:
             "PunctualJobsFailing",
             "PunctualScheduleStale",
             "PunctualSchedulePaused",
+            "PunctualRunStuckPending",
             "PunctualNoLeader",
         }
         assert "punctual_firing_lag_seconds_bucket" in alerts["PunctualFiringLagHigh"]["expr"]

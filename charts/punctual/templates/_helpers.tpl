@@ -132,6 +132,11 @@ job="{{ include "punctual.metricsServiceName" . }}"
 - apiGroups: [batch]
   resources: [jobs]
   verbs: [get, list, watch, create, delete, patch]
+# spec.pendingTimeoutSeconds: the pods of a Job stuck pending are read (list) for their
+# waiting reasons (ImagePullBackOff, Unschedulable), recorded with its failure.
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [list]
 {{- range .Values.workloadKinds }}
 {{- $kind := splitn "." 3 . }}
 # workloadKinds {{ . }}: created per tick (spec.workloadTemplate) and kept like a

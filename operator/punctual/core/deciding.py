@@ -45,6 +45,7 @@ from punctual.core import (
     finishing,
     overlapping,
     pausing,
+    pending,
     status,
     succeeding,
 )
@@ -231,7 +232,9 @@ def _decision(
         over_ahead=all(job_name(schedule.name, d.tick) in ahead for d in plan.due),
     )
     # 12. When to look again: the next tick, unresolved claims, the rules' deadlines.
+    fail, pending_wake = pending.stuck(spec, schedule, now=now)
     wakes = (
+        pending_wake,
         overlap.deadline,
         outcome.standing.freshness.wake if outcome.standing.freshness else None,
         outcome.batch.wake,
@@ -255,6 +258,7 @@ def _decision(
         ),
         prune=prune,
         release=release,
+        fail=fail,
         events=written.events,
         missed=sum(f.count for f in plan.missed),
         skipped=written.skipped,

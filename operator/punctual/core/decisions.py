@@ -55,6 +55,16 @@ class JobToRelease:
 
 
 @dataclass(frozen=True, slots=True)
+class JobToFail:
+    """A Job none of whose pods started within spec.pendingTimeoutSeconds (see `pending`):
+    the shell writes why on it and stops it."""
+
+    name: str
+    uid: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class Decision:
     """What the shell applies, in order: status (fenced), replace, creates, prune."""
 
@@ -63,6 +73,7 @@ class Decision:
     creates: tuple[JobToCreate, ...] = ()
     prune: tuple[JobToDelete, ...] = ()
     release: tuple[JobToRelease, ...] = ()
+    fail: tuple[JobToFail, ...] = ()  # stuck pending past spec.pendingTimeoutSeconds
     events: tuple[EventNote, ...] = ()
     next_wake: datetime | None = None
     # When and how the status write may wait for a later one (see `delaying`).
@@ -82,7 +93,12 @@ class Decision:
     @property
     def writes(self) -> bool:
         return bool(
-            self.status is not None or self.replace or self.creates or self.prune or self.release
+            self.status is not None
+            or self.replace
+            or self.creates
+            or self.prune
+            or self.release
+            or self.fail
         )
 
 

@@ -35,6 +35,7 @@ from punctual.core.keys import (
     ANNOTATION_EPOCH,
     ANNOTATION_FIRING,
     ANNOTATION_LEADER,
+    ANNOTATION_PENDING_TIMEOUT,
     ANNOTATION_TICK,
     ANNOTATION_TRIGGER,
     ANNOTATION_TRIGGER_REASON,
@@ -76,6 +77,11 @@ class JobSnapshot:
     kind: WorkloadKind = JOB
     # A completion rule (spec.completion) that failed on this object: it counts as running.
     completion_error: str | None = None
+    # Whether a pod of it has started (a Job's status counts one ready, succeeded or
+    # failed); another kind's pods are not known, so it counts as started.
+    started: bool = True
+    # Failed by Punctual under spec.pendingTimeoutSeconds: why (its pods' waiting reasons).
+    pending_timeout: str | None = None
 
     @property
     def active(self) -> bool:
@@ -93,11 +99,17 @@ class JobSnapshot:
         meta = body.get("metadata") or {}
         labels = meta.get("labels") or {}
         annotations = meta.get("annotations") or {}
+        status = body.get("status") or {}
+        started = True
         if verdict is None:
-            state, finished_at = job_state(body.get("status") or {})
+            state, finished_at = job_state(status)
             error = None
+            started = any(_count(status, k) for k in ("ready", "succeeded", "failed"))
         else:
             state, finished_at, error = verdict
+        timeout = _pending_timeout(annotations.get(ANNOTATION_PENDING_TIMEOUT))
+        if timeout is not None and state is JobState.ACTIVE:  # Punctual failed it
+            state, finished_at = JobState.FAILED, timeout[0]
         return cls(
             name=str(meta.get("name", "")),
             uid=str(meta.get("uid", "")),
@@ -113,6 +125,8 @@ class JobSnapshot:
             schedule=str(labels.get(LABEL_SCHEDULE, "")),
             kind=kind,
             completion_error=error,
+            started=started,
+            pending_timeout=None if timeout is None else timeout[1],
         )
 
 
@@ -127,6 +141,29 @@ def job_state(status: Mapping[str, Any]) -> tuple[JobState, datetime | None]:
         if cond.get("type") == "Failed":
             return JobState.FAILED, when
     return JobState.ACTIVE, None
+
+
+def _count(status: Mapping[str, Any], key: str) -> int:
+    value = status.get(key)
+    return value if isinstance(value, int) else 0
+
+
+def _pending_timeout(value: str | None) -> tuple[datetime | None, str] | None:
+    """The annotation Punctual writes on a Job it failed for pending too long: when, why."""
+    if value is None:
+        return None
+    try:
+        written = json.loads(value)
+    except ValueError:
+        return None, value
+    if not isinstance(written, dict):
+        return None, value
+    return maybe_time(written.get("at")), str(written.get("reason") or "")
+
+
+def pending_timeout_note(at: datetime, reason: str) -> str:
+    """The annotation's value (see `_pending_timeout`)."""
+    return json.dumps({"at": format_time(at), "reason": reason}, sort_keys=True)
 
 
 def manual_job_name(schedule_name: str, request: str) -> str:

@@ -49,6 +49,8 @@ ANNOTATION_FIRING: Final = f"{GROUP}/firing"
 ANNOTATION_EPOCH: Final = f"{GROUP}/epoch"
 ANNOTATION_LAST_SUCCESSFUL_TICK: Final = f"{GROUP}/last-successful-tick"
 ANNOTATION_ATTEMPT: Final = f"{GROUP}/attempt"
+# On a Job Punctual failed for spec.pendingTimeoutSeconds: {"at": TIME, "reason": TEXT}.
+ANNOTATION_PENDING_TIMEOUT: Final = f"{GROUP}/pending-timeout"
 
 # On a replica's membership Lease (kube.sharding): the installation it belongs to.
 LABEL_MEMBER_OF: Final = f"{GROUP}/member-of"

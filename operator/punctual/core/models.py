@@ -174,6 +174,7 @@ class CronScheduleSpec(_ApiModel):
     suspend_until: UtcTime | None = None
     pause_on_failure: PauseOnFailure | None = None
     success_deadline_seconds: int | None = Field(default=None, ge=1, le=31_622_400)
+    pending_timeout_seconds: int | None = Field(default=None, ge=1, le=31_622_400)
     jitter_seconds: int = Field(default=0, ge=0, le=3600)
     class_name: str | None = Field(default=None, min_length=1, max_length=63)
     successful_jobs_history_limit: int = Field(default=3, ge=0, le=100)

@@ -29,7 +29,7 @@ from punctual.core.backfilling import Batch
 from punctual.core.claiming import Claims, Gathered
 from punctual.core.finishing import finished_message
 from punctual.core.freezing import Freeze, FreezeAction
-from punctual.core.jobs import JobState
+from punctual.core.jobs import JobSnapshot, JobState
 from punctual.core.models import (
     MAX_RECENT_FIRINGS,
     ActiveJob,
@@ -340,7 +340,7 @@ def _fields(
     ]
     active += [ActiveJob(name=c.job, tick=c.tick) for c in creates if c.job not in schedule.by_name]
     active.sort(key=lambda a: a.tick)
-    finished = {j.name: j.state for j in ours if j.state is not JobState.ACTIVE}
+    finished = {j.name: j for j in ours if j.state is not JobState.ACTIVE}
     history = [_with_outcome(f, finished, replaced) for f in old.recent_firings]
     recent = (
         sorted(
@@ -469,19 +469,23 @@ def _grouped_notes(plan: TickPlan) -> list[EventNote]:
 
 
 def _with_outcome(
-    firing: RecordedFiring, finished: Mapping[str, JobState], replaced: set[str]
+    firing: RecordedFiring, finished: Mapping[str, JobSnapshot], replaced: set[str]
 ) -> RecordedFiring:
-    """A Created firing becomes Succeeded, Failed or Replaced once its Job is."""
+    """A Created firing becomes Succeeded, Failed or Replaced once its Job is; one that
+    Punctual failed for pending too long says so (reason PendingTimeout)."""
     if firing.outcome is not FiringOutcome.CREATED or firing.job is None:
         return firing
     if firing.job in replaced:
         return firing.model_copy(update={"outcome": FiringOutcome.REPLACED})
-    state = finished.get(firing.job)
-    if state is JobState.SUCCEEDED:
+    job = finished.get(firing.job)
+    if job is None:
+        return firing
+    if job.state is JobState.SUCCEEDED:
         return firing.model_copy(update={"outcome": FiringOutcome.SUCCEEDED})
-    if state is JobState.FAILED:
-        return firing.model_copy(update={"outcome": FiringOutcome.FAILED})
-    return firing
+    if job.pending_timeout is not None:
+        reason = f"PendingTimeout: {job.pending_timeout}"
+        return firing.model_copy(update={"outcome": FiringOutcome.FAILED, "reason": reason})
+    return firing.model_copy(update={"outcome": FiringOutcome.FAILED})
 
 
 def _newly_failed(before: Sequence[RecordedFiring], after: Sequence[RecordedFiring]) -> int:

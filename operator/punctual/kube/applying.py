@@ -28,9 +28,9 @@ from typing import Any, Final
 from pydantic import ValidationError
 
 from punctual.clocks import Clock
-from punctual.core.decisions import Decision, JobToCreate
-from punctual.core.jobs import JobSnapshot, JobState, owned_by
-from punctual.core.keys import FINALIZER
+from punctual.core.decisions import Decision, JobToCreate, JobToFail
+from punctual.core.jobs import JobSnapshot, JobState, owned_by, pending_timeout_note
+from punctual.core.keys import ANNOTATION_PENDING_TIMEOUT, FINALIZER
 from punctual.core.models import CronScheduleStatus, dump_status, parse_status
 from punctual.core.records import EventNote, JobToDelete
 from punctual.core.settling import settle_failures
@@ -75,6 +75,7 @@ class Applied:
     pending: list[str] = field(default_factory=list)  # transient failure: still in flight
     deleted: list[str] = field(default_factory=list)
     released: list[str] = field(default_factory=list)  # our finalizer removed
+    failed_pending: list[str] = field(default_factory=list)  # stuck pending: failed by us
 
 
 def schedule_path(namespace: str, name: str) -> str:
@@ -100,6 +101,35 @@ async def put_status(api: Api, schedule: Mapping[str, Any], status: Body) -> Bod
         "status": status,
     }
     return await api.replace(f"{schedule_path(meta['namespace'], meta['name'])}/status", body)
+
+
+# The label the Job controller puts on a Job's pods (Kubernetes 1.27+).
+JOB_NAME_LABEL: Final = "batch.kubernetes.io/job-name"
+
+
+def waiting_reasons(pods: list[Body]) -> str:
+    """`pods waiting: ImagePullBackOff (2), Unschedulable (1)`: why pods have not started,
+    from their containers' waiting states and their PodScheduled condition."""
+    reasons: dict[str, int] = {}
+    for pod in pods:
+        status = pod.get("status") or {}
+        found = [
+            (c.get("state") or {}).get("waiting", {}).get("reason")
+            for c in [
+                *(status.get("initContainerStatuses") or []),
+                *(status.get("containerStatuses") or []),
+            ]
+        ]
+        found += [
+            c.get("reason")
+            for c in status.get("conditions") or []
+            if c.get("type") == "PodScheduled" and c.get("status") == "False"
+        ]
+        for reason in {str(r) for r in found if r} or {str(status.get("phase") or "Pending")}:
+            reasons[reason] = reasons.get(reason, 0) + 1
+    if not reasons:
+        return "no pod was created"
+    return "pods waiting: " + ", ".join(f"{r} ({n})" for r, n in sorted(reasons.items()))
 
 
 # What a just-created object of another kind is known to be (its status comes later).
@@ -179,6 +209,9 @@ class Applier:
         count_outcomes(self.metrics, namespace, name, decision, applied)
         if applied.failed and applied.schedule is not None:
             await self._settle_failures(applied, decision.delayed_status)
+        # 3b. Jobs stuck pending past spec.pendingTimeoutSeconds: failed, and said why.
+        for stuck in decision.fail:
+            await self._fail(namespace, stuck, applied)
         # 4. History clean-up.
         for job in decision.prune:
             await self._delete(namespace, job, applied)
@@ -286,6 +319,10 @@ class Applier:
             self.events.post(schedule, EventNote("Normal", "Created", f"Created {what} for {tick}"))
         for why in applied.failed.values():
             self.events.post(schedule, EventNote("Warning", "FailedCreate", why))
+        for stuck in decision.fail:
+            if stuck.name in applied.failed_pending:
+                message = f"Failed Job {stuck.name}: {stuck.reason}"
+                self.events.post(schedule, EventNote("Warning", "PendingTimeout", message))
 
     async def _settle_failures(self, applied: Applied, delayed: CronScheduleStatus | None) -> None:
         """Write the claims whose Job can never be created as settled (see `settling`):
@@ -331,6 +368,44 @@ class Applier:
             return
         if job.has_finalizer:
             await self.release(namespace, job.name, job.uid, applied, job.kind)
+
+    async def _fail(self, namespace: str, stuck: JobToFail, applied: Applied) -> None:
+        """Fail a Job stuck pending (core.pending): its pods' waiting reasons and the time in
+        an annotation (from then on it reads as Failed), and activeDeadlineSeconds 1 so
+        that the Job controller stops it. Only that uid's Job (a patch naming another uid
+        is refused)."""
+        why = f"{stuck.reason}; {await self._waiting(namespace, stuck.name)}"
+        await self._guard()
+        patch = {
+            "metadata": {
+                "uid": stuck.uid,
+                "annotations": {
+                    ANNOTATION_PENDING_TIMEOUT: pending_timeout_note(self.clock.now(), why)
+                },
+            },
+            "spec": {"activeDeadlineSeconds": 1},
+        }
+        try:
+            await self._call(
+                self.api.patch(
+                    f"{jobs_path(namespace)}/{stuck.name}", patch, content_type=MERGE_PATCH
+                )
+            )
+            applied.failed_pending.append(stuck.name)
+        except (NotFound, Conflict, Invalid):
+            pass  # gone, or another Job has the name now
+        except ApiError as error:
+            logger.warning("failing Job %s/%s stuck pending: %s", namespace, stuck.name, error)
+
+    async def _waiting(self, namespace: str, job: str) -> str:
+        """Why the Job's pods have not started, from the pods (best effort)."""
+        try:
+            pods = await self.api.get(
+                f"/api/v1/namespaces/{namespace}/pods", labelSelector=f"{JOB_NAME_LABEL}={job}"
+            )
+        except ApiError as error:
+            return f"its pods could not be read ({error.status})"
+        return waiting_reasons(pods.get("items") or [])
 
     async def release(
         self, namespace: str, name: str, uid: str, applied: Applied, kind: WorkloadKind = JOB

@@ -237,7 +237,19 @@ class Operator:
         self.metrics.clock_offset.set(self.clock.offset.total_seconds())
         self.metrics.clock_uncertainty.set(self.clock.uncertainty.total_seconds())
         # Per schedule, only on the replica that leads its shard (the others export none).
-        self.metrics.per_schedule.export(lambda uid: self.election.elector_for(uid).is_leader())
+        self.metrics.per_schedule.export(
+            lambda uid: self.election.elector_for(uid).is_leader(), self._pending_for
+        )
+
+    def _pending_for(self, uid: str) -> float:
+        """Seconds the schedule's oldest running Job has had no pod started (0: none)."""
+        now = self.clock.now()
+        pending = [
+            (now - job.created).total_seconds()
+            for job in self.view.jobs(uid)
+            if job.active and not job.started and job.created is not None
+        ]
+        return max([0.0, *pending])
 
     async def _notify_when_synced(self) -> None:
         await self.schedules.ready.wait()

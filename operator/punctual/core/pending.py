@@ -1,0 +1,47 @@
+"""Runs stuck pending: spec.pendingTimeoutSeconds, one rule of a decision.
+
+Why it exists: a Job whose pods never start (an image that never pulls, a pod nothing
+can schedule, a quota) never fails by itself: `backoffLimit` counts failed pods and a
+pending pod has not failed (kubernetes#58748, #101584), so under Forbid it wedges the
+schedule forever. With `pendingTimeoutSeconds: P`, a Job none of whose pods has started
+(its status counts none ready, succeeded or failed) P seconds after its creation is
+failed by Punctual: the shell (kube.applying) writes on it why (its pods' waiting
+reasons) and sets its `activeDeadlineSeconds`, so that the Job controller stops it too.
+From the moment the annotation is written the Job reads as Failed (`jobs`): it no longer
+holds Forbid, its firing is recorded Failed with reason `PendingTimeout`, and it counts
+for pauseOnFailure and successDeadlineSeconds like any failure. Why not delete it: the
+Job and its pods are the evidence a person looks at, and history limits remove it later.
+
+What it must never do: fail a Job of another kind (its pods are not known here), or one
+that has started. Like all of `punctual.core`, it never talks to the API server or reads
+the clock.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from punctual.core.decisions import JobToFail
+from punctual.core.models import CronScheduleSpec
+from punctual.core.records import ScheduleRead
+
+
+def stuck(
+    spec: CronScheduleSpec, schedule: ScheduleRead, *, now: datetime
+) -> tuple[tuple[JobToFail, ...], datetime | None]:
+    """The running Jobs to fail now, and when the next one would be due (None: none)."""
+    limit = spec.pending_timeout_seconds
+    if limit is None:
+        return (), None
+    due: list[JobToFail] = []
+    wakes: list[datetime] = []
+    for job in schedule.live:
+        if job.started or not job.kind.is_job or job.created is None:
+            continue
+        deadline = job.created + timedelta(seconds=limit)
+        if now >= deadline:
+            reason = f"no pod started within pendingTimeoutSeconds {limit}"
+            due.append(JobToFail(job.name, job.uid, reason))
+        else:
+            wakes.append(deadline)
+    return tuple(due), min(wakes, default=None)
