@@ -50,6 +50,12 @@ class Metrics:
             ["namespace", "schedule", "reason"],
             registry=r,
         )
+        self.ticks_dead = Counter(
+            "punctual_ticks_dead_total",
+            "Ticks whose last attempt failed (spec.retry): no run of them succeeded.",
+            ["namespace", "schedule"],
+            registry=r,
+        )
         self.ticks_missed = Counter(
             "punctual_ticks_missed_total",
             "Ticks that could not run (past their deadline, beyond maxMissedRuns, superseded).",

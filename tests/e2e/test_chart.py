@@ -409,6 +409,7 @@ def test_lint_and_template_pass_in_every_mode(values: tuple[str, ...]) -> None:
             "PunctualScheduleStale",
             "PunctualSchedulePaused",
             "PunctualRunStuckPending",
+            "PunctualTickDead",
             "PunctualNoLeader",
         }
         assert "punctual_firing_lag_seconds_bucket" in alerts["PunctualFiringLagHigh"]["expr"]

@@ -496,7 +496,11 @@ def test_judging_changes_nothing_in_the_object() -> None:
 
 # Properties.
 
-scalars = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8)
+# No NaN: JSON from the API server has none, and NaN is not equal to itself (the property
+# compares the object before and after).
+scalars = (
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8)
+)
 values = st.recursive(
     scalars,
     lambda inner: (

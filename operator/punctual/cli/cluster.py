@@ -196,6 +196,12 @@ def add_history_command(subparsers: Any) -> None:
         "manual trigger who asked and why.",
     )
     _add_schedule_arguments(parser)
+    parser.add_argument(
+        "--failed",
+        action="store_true",
+        help="only the ticks that failed for good: dead after their last spec.retry attempt, "
+        "or Failed without spec.retry",
+    )
     parser.set_defaults(handler=_history)
 
 
@@ -207,7 +213,15 @@ def _history(arguments: argparse.Namespace, context: Context) -> int:
         return 1
     status = body.get("status") or {}
     kind = kind_of(body.get("spec") or {})
-    for row in firings_table(status.get("recentFirings") or [], kind=kind):
+    firings = status.get("recentFirings") or []
+    if arguments.failed:
+        retried = bool((body.get("spec") or {}).get("retry"))
+        firings = [
+            f
+            for f in firings
+            if isinstance(f, dict) and (f.get("dead") if retried else f.get("outcome") == "Failed")
+        ]
+    for row in firings_table(firings, kind=kind):
         print(row, file=context.stdout)
     print(
         f"\nlast scheduled {status.get('lastScheduledTime', '-')}, "
@@ -282,6 +296,13 @@ def add_backfill_command(subparsers: Any) -> None:
     )
     parser.add_argument("--dry-run", action="store_true", help="list the ticks; change nothing")
     parser.add_argument("--cancel", action="store_true", help="stop the running backfill")
+    parser.add_argument(
+        "--failed",
+        action="store_true",
+        help="instead: run again each tick of the range that failed for good (its newest "
+        "attempt Failed, as status.recentFirings records it), once, as its next attempt "
+        "(`punctual history --failed` lists them)",
+    )
     parser.set_defaults(handler=_backfill)
 
 
@@ -292,6 +313,8 @@ def _backfill(arguments: argparse.Namespace, context: Context) -> int:
     from punctual.core.keys import ANNOTATION_BACKFILL
 
     request: dict[str, Any] = {"request": new_request_id()}
+    if arguments.failed:
+        return _rerun_failed(arguments, request, context)
     if arguments.cancel:
         request["cancel"] = True
     else:
@@ -319,6 +342,38 @@ def _backfill(arguments: argparse.Namespace, context: Context) -> int:
     print(
         f"cronschedule {meta['namespace']}/{meta['name']}: {what} (request {request['request']});"
         " follow it with `punctual history`",
+        file=context.stdout,
+    )
+    return 0
+
+
+def _rerun_failed(arguments: argparse.Namespace, request: dict[str, Any], context: Context) -> int:
+    """`backfill --failed`: the punctual.dev/rerun-failed annotation (core.retrying)."""
+    import json
+
+    from punctual.core.keys import ANNOTATION_RERUN_FAILED
+    from punctual.core.times import maybe_time
+
+    if arguments.cancel or arguments.dry_run:
+        print("punctual: --failed takes neither --cancel nor --dry-run", file=context.stderr)
+        return 2
+    for flag, value in (("--from", arguments.start), ("--to", arguments.end)):
+        try:
+            if not value or maybe_time(value) is None:
+                raise ValueError
+        except ValueError:
+            print(f"punctual: --failed needs {flag} as an RFC 3339 time", file=context.stderr)
+            return 2
+    request.update({"from": arguments.start, "to": arguments.end})
+    patch = {"metadata": {"annotations": {ANNOTATION_RERUN_FAILED: json.dumps(request)}}}
+    done = _on_schedule(arguments, context, lambda api, path: api.patch(path, patch))
+    if done is None:
+        return 1
+    meta = done["metadata"]
+    print(
+        f"cronschedule {meta['namespace']}/{meta['name']}: the failed ticks of "
+        f"[{arguments.start}, {arguments.end}) run again (request {request['request']}); "
+        "follow it with `punctual history`",
         file=context.stdout,
     )
     return 0

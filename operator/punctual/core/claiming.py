@@ -112,6 +112,9 @@ def _recover(
         if claim.job in schedule.by_name or claim.job in ahead:
             continue
         in_flight.append(claim)
+        if claim.attempt:  # a retry of a failed tick (retrying): scheduled, its own name
+            recovering.append(Candidate(claim.job, claim.tick, attempt=claim.attempt))
+            continue
         manual = claim.job != job_name(schedule.name, claim.tick)
         request = schedule.old.last_trigger if manual else None
         if request is not None and claim.job != manual_job_name(schedule.name, request):
@@ -184,9 +187,16 @@ def claim(
         if candidate.job in recovered:
             continue
         backfill = True if candidate.kind is FiringKind.BACKFILL else None
+        attempt = candidate.attempt if candidate.attempt > 1 else None
         in_flight.append(
             ahead.get(candidate.job)
-            or InFlightClaim(tick=candidate.tick, job=candidate.job, epoch=epoch, backfill=backfill)
+            or InFlightClaim(
+                tick=candidate.tick,
+                job=candidate.job,
+                epoch=epoch,
+                backfill=backfill,
+                attempt=attempt,
+            )
         )
         created.append(
             RecordedFiring(
@@ -196,6 +206,7 @@ def claim(
                 epoch=epoch,
                 manual=candidate.manual,
                 backfill=backfill,
+                attempt=attempt,
                 **trigger_fields(candidate),
             )
         )

@@ -90,6 +90,7 @@ def _firing(
         epoch=leadership.epoch,
         overrides=() if candidate.trigger is None else candidate.trigger.env,
         last_successful_tick=last_success,
+        attempt=candidate.attempt,
     )
 
 

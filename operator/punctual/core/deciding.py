@@ -46,6 +46,7 @@ from punctual.core import (
     overlapping,
     pausing,
     pending,
+    retrying,
     status,
     succeeding,
 )
@@ -151,13 +152,21 @@ def _rules(
 ) -> status.Outcome:
     """Steps 4 to 8, for a valid spec and its plan: each rule's record."""
     epoch = leadership.epoch
-    # 4. The candidates: claims in flight to recover, due ticks, a manual trigger.
+    # 4. The candidates: claims in flight to recover, due ticks, a manual trigger, and
+    #    failed ticks' next attempts whose time came (spec.retry).
     gathered = claiming.gather(schedule, plan, ahead, epoch=epoch, now=now)
+    retries = retrying.retries(spec, schedule, now=now)
     # 5. A Skip freeze window skips the due ticks inside it.
     freezing = pausing.freeze(gathered.due, frozen, now)
     # 6. The concurrency policy chooses among the rest (recovered claims always go).
-    wanted = (*gathered.recovering, *freezing.kept, *filter(None, [gathered.trigger]))
-    recovering = frozenset(c.job for c in gathered.in_flight)
+    wanted = (
+        *gathered.recovering,
+        *freezing.kept,
+        *filter(None, [gathered.trigger]),
+        *retries.due,
+    )
+    # An attempt fires only with room under the policy (retrying), so none turns it away.
+    recovering = frozenset([*(c.job for c in gathered.in_flight), *(c.job for c in retries.due)])
     overlap = overlapping.choose(spec, schedule, wanted, recovering=recovering, now=now)
     # 7. A backfill adds its next batch.
     batch = backfilling.backfill(schedule, spec, overlap.creates, now=now)
@@ -189,6 +198,7 @@ def _rules(
         claims=claims,
         standing=standing,
         clash=_clash(schedule, spec),
+        retries=retries,
         last_trigger=claiming.handled_trigger(schedule),
         installation=leadership.installation,
         epoch=epoch,
@@ -235,6 +245,7 @@ def _decision(
     fail, pending_wake = pending.stuck(spec, schedule, now=now)
     wakes = (
         pending_wake,
+        outcome.retries.wake,
         overlap.deadline,
         outcome.standing.freshness.wake if outcome.standing.freshness else None,
         outcome.batch.wake,
@@ -263,6 +274,7 @@ def _decision(
         missed=sum(f.count for f in plan.missed),
         skipped=written.skipped,
         newly_failed=written.newly_failed,
+        newly_dead=written.newly_dead,
         due_by=claiming.due_by(schedule, creates, overlap.replaced, claims.in_flight, now),
         next_wake=_next_wake(plan, claims.in_flight, now, *wakes),
     )

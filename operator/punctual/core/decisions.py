@@ -89,6 +89,7 @@ class Decision:
     missed: int = 0
     skipped: tuple[tuple[SkipReason, int], ...] = ()  # (reason, count): the label is fixed
     newly_failed: int = 0
+    newly_dead: int = 0  # ticks whose last attempt failed (spec.retry)
 
     @property
     def writes(self) -> bool:

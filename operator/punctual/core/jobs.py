@@ -31,6 +31,7 @@ from enum import StrEnum
 from typing import Any
 
 from punctual.core.keys import (
+    ANNOTATION_ATTEMPT,
     ANNOTATION_ENV_OVERRIDES,
     ANNOTATION_EPOCH,
     ANNOTATION_FIRING,
@@ -82,6 +83,7 @@ class JobSnapshot:
     started: bool = True
     # Failed by Punctual under spec.pendingTimeoutSeconds: why (its pods' waiting reasons).
     pending_timeout: str | None = None
+    attempt: int = 1  # which run of its tick (spec.retry), from punctual.dev/attempt
 
     @property
     def active(self) -> bool:
@@ -127,6 +129,7 @@ class JobSnapshot:
             completion_error=error,
             started=started,
             pending_timeout=None if timeout is None else timeout[1],
+            attempt=_attempt(annotations.get(ANNOTATION_ATTEMPT)),
         )
 
 
@@ -141,6 +144,13 @@ def job_state(status: Mapping[str, Any]) -> tuple[JobState, datetime | None]:
         if cond.get("type") == "Failed":
             return JobState.FAILED, when
     return JobState.ACTIVE, None
+
+
+def _attempt(value: object) -> int:
+    try:
+        return max(1, int(str(value))) if value is not None else 1
+    except ValueError:
+        return 1
 
 
 def _count(status: Mapping[str, Any], key: str) -> int:
@@ -217,6 +227,8 @@ def build_job(
         annotations[ANNOTATION_TRIGGERED_BY] = triggered_by
     if trigger_reason is not None:
         annotations[ANNOTATION_TRIGGER_REASON] = trigger_reason
+    if firing is not None and firing.attempt > 1:  # a retry: the first run has no mark
+        annotations[ANNOTATION_ATTEMPT] = str(firing.attempt)
     if firing is not None and firing.overrides:
         annotations[ANNOTATION_ENV_OVERRIDES] = json.dumps(dict(firing.overrides), sort_keys=True)
     spec = template.get("spec") or {}

@@ -21,6 +21,8 @@ GROUP: Final = "punctual.dev"
 ANNOTATION_TRIGGER: Final = f"{GROUP}/trigger"  # fire now; on its Job: the request answered
 ANNOTATION_RESUME: Final = f"{GROUP}/resume"  # resume after pauseOnFailure
 ANNOTATION_BACKFILL: Final = f"{GROUP}/backfill"  # backfill a past range (JSON)
+# Run the failed (dead) ticks of a range again: {"request": ID, "from": T1, "to": T2}.
+ANNOTATION_RERUN_FAILED: Final = f"{GROUP}/rerun-failed"
 
 # On every Job (and the CronSchedule's own labels never carry them).
 LABEL_SCHEDULE: Final = f"{GROUP}/schedule"

@@ -13,7 +13,7 @@ about ticks (that is `planning`). Times are aware UTC datetimes in Python and RF
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from enum import StrEnum
 from typing import Annotated, Any, Final, Literal
 
@@ -91,6 +91,38 @@ class _ApiModel(BaseModel):
         extra="ignore",
         frozen=True,
     )
+
+
+class Backoff(StrEnum):
+    """How the wait before each retry of a failed tick grows."""
+
+    FIXED = "Fixed"
+    EXPONENTIAL = "Exponential"
+
+
+class Retry(_ApiModel):
+    """spec.retry: a failed tick runs again, up to maxAttempts runs in all."""
+
+    max_attempts: int = Field(ge=2, le=20)
+    delay_seconds: int = Field(default=10, ge=0, le=86_400)
+    backoff: Backoff = Backoff.FIXED
+    max_delay_seconds: int | None = Field(default=None, ge=1, le=86_400)
+
+    @model_validator(mode="after")
+    def _cap_above_delay(self) -> Retry:
+        if self.max_delay_seconds is not None and self.max_delay_seconds < self.delay_seconds:
+            raise ValueError("maxDelaySeconds must be at least delaySeconds")
+        return self
+
+    def delay(self, attempt: int) -> timedelta:
+        """The wait after a failure before `attempt` (2 and up): delaySeconds, doubled for
+        each attempt after the second under Exponential, at most maxDelaySeconds."""
+        seconds = self.delay_seconds
+        if self.backoff is Backoff.EXPONENTIAL:
+            seconds = self.delay_seconds * 2 ** max(0, attempt - 2)
+        if self.max_delay_seconds is not None:
+            seconds = min(seconds, self.max_delay_seconds)
+        return timedelta(seconds=seconds)
 
 
 class PauseOnFailure(_ApiModel):
@@ -175,6 +207,7 @@ class CronScheduleSpec(_ApiModel):
     pause_on_failure: PauseOnFailure | None = None
     success_deadline_seconds: int | None = Field(default=None, ge=1, le=31_622_400)
     pending_timeout_seconds: int | None = Field(default=None, ge=1, le=31_622_400)
+    retry: Retry | None = None
     jitter_seconds: int = Field(default=0, ge=0, le=3600)
     class_name: str | None = Field(default=None, min_length=1, max_length=63)
     successful_jobs_history_limit: int = Field(default=3, ge=0, le=100)
@@ -257,6 +290,16 @@ class InFlightClaim(_ApiModel):
     job: str
     epoch: int
     backfill: bool | None = None  # True: claimed by a backfill (punctual backfill)
+    attempt: int | None = None  # a retry of a failed tick (spec.retry): 2 and up
+
+
+class RetryingTick(_ApiModel):
+    """One entry of status.retrying: a failed tick's next attempt, waiting for its time."""
+
+    tick: UtcTime
+    attempt: int
+    job: str  # its own Job name (naming.retry_job_name): still exactly once per attempt
+    at: UtcTime
 
 
 class RecordedFiring(_ApiModel):
@@ -275,6 +318,8 @@ class RecordedFiring(_ApiModel):
     env_overrides: list[str] | None = None  # a trigger's --env, KEY=VALUE (values cut at 64)
     manual: bool = False
     backfill: bool | None = None  # True: fired by a backfill (punctual backfill)
+    attempt: int | None = None  # a retry (spec.retry): 2 and up; None is the first run
+    dead: bool | None = None  # True: the tick's last attempt failed (spec.retry)
 
 
 class Condition(_ApiModel):
@@ -306,9 +351,11 @@ class CronScheduleStatus(_ApiModel):
     runs_remaining: int | None = None
     last_trigger: str | None = None  # the last manual trigger request handled
     buffered: list[BufferedTick] | None = None  # BufferOne/BufferAll: due ticks waiting
+    retrying: list[RetryingTick] | None = None  # spec.retry: failed ticks' next attempts
     backfill: Backfill | None = None  # the newest backfill request and its progress
     consecutive_failures: int | None = None  # failed Jobs in a row, under pauseOnFailure
     last_resume: str | None = None  # the last resume request handled (punctual resume)
+    last_rerun: str | None = None  # the last rerun-failed request handled (backfill --failed)
     last_successful_tick: UtcTime | None = None  # the tick of the newest succeeded Job
     installation: str | None = None  # the installation that fires it: "namespace/lease"
 

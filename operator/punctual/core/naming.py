@@ -13,6 +13,7 @@ characters or outside DNS-1123.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from datetime import datetime, timedelta
 from typing import Final
@@ -32,6 +33,14 @@ def tick_seconds(tick: datetime) -> int:
     if tick.utcoffset() is None:
         raise ValueError(f"tick {tick!r} must be an aware datetime")
     return unix_seconds(tick)
+
+
+def retry_job_name(schedule_name: str, tick: datetime, attempt: int) -> str:
+    """Attempt `attempt` (2 and up) of a tick (spec.retry): `<schedule>-r<8 hex>`, the hex
+    of sha256("<unix seconds of the tick>/<attempt>"); at most 52 + 10 = 62 characters,
+    one name per (tick, attempt), never a tick's own `<schedule>-<seconds>`."""
+    digest = hashlib.sha256(f"{tick_seconds(tick)}/{attempt}".encode()).hexdigest()[:8]
+    return f"{schedule_name}-r{digest}"
 
 
 def job_name(schedule_name: str, tick: datetime) -> str:

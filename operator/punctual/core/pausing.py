@@ -83,15 +83,24 @@ def pause(schedule: ScheduleRead, spec: CronScheduleSpec) -> Pause:
     oldest = min((f.tick for f in old.recent_firings), default=None)
     count = old.consecutive_failures or 0
     failed: list[str] = []
+    # Under spec.retry a failed attempt that has another coming is not a failure yet:
+    # only a dead tick (its last attempt failed) counts.
+    last = spec.retry.max_attempts if spec.retry is not None else 1
     for firing in sorted(old.recent_firings, key=lambda f: f.tick):
         if firing.outcome is FiringOutcome.SUCCEEDED:
             failed = []
-        elif firing.outcome is FiringOutcome.FAILED and firing.job is not None:
+        elif (
+            firing.outcome is FiringOutcome.FAILED
+            and firing.job is not None
+            and (firing.attempt or 1) >= last
+        ):
             failed.append(firing.job)
     for job in sorted((j for j in schedule.ours if j.state is not JobState.ACTIVE),
                       key=lambda j: (j.tick or EPOCH, j.name)):  # fmt: skip
         if recorded.get(job.name) in final:
             continue
+        if job.state is JobState.FAILED and job.attempt < last and job.trigger is None:
+            continue  # another attempt comes (retrying)
         if full and oldest is not None and (job.tick is None or job.tick < oldest):
             continue
         if job.state is JobState.FAILED:

@@ -53,6 +53,7 @@ class Candidate:
     request: str | None = None  # the trigger's request id, when it is still known
     kind: FiringKind = FiringKind.SCHEDULED  # told to the workload (PUNCTUAL_FIRING)
     trigger: TriggerRequest | None = None  # a manual trigger's request, when still known
+    attempt: int = 1  # a retry of a failed tick (spec.retry): 2 and up
 
 
 @dataclass(frozen=True, slots=True)

@@ -49,6 +49,7 @@ from punctual.core.records import (
     SkipReason,
     trigger_fields,
 )
+from punctual.core.retrying import Retries
 from punctual.core.succeeding import Freshness
 from punctual.core.times import EPOCH, format_time
 
@@ -256,6 +257,7 @@ class Outcome:
     claims: Claims
     standing: Standing
     clash: EventNote | None
+    retries: Retries
     last_trigger: str | None
     installation: str | None
     epoch: int
@@ -269,6 +271,7 @@ class Written:
     events: tuple[EventNote, ...]
     skipped: tuple[tuple[SkipReason, int], ...]
     newly_failed: int
+    newly_dead: int = 0
 
 
 def build(o: Outcome, *, now: datetime) -> Written:
@@ -280,11 +283,13 @@ def build(o: Outcome, *, now: datetime) -> Written:
     new, history = _fields(o, _firings(o), conds)
     skips = (*o.freezing.skips, *o.overlap.skips)
     counted = tuple(Counter(s.reason for s in skips).items()) if skips else ()
+    dead = _newly_dead(schedule.old.recent_firings, history)
     return Written(
         status=new,
-        events=(*_events(o), *notes),
+        events=(*_events(o), *(_dead_note(f) for f in dead), *notes),
         skipped=counted + tuple((SkipReason.MISSED_RUN_POLICY, g.count) for g in plan.skipped),
         newly_failed=_newly_failed(schedule.old.recent_firings, history),
+        newly_dead=len(dead),
     )
 
 
@@ -319,6 +324,7 @@ def _events(o: Outcome) -> tuple[EventNote, ...]:
             for j in overlap.replaced
         ),
         *o.batch.notes,
+        *o.retries.notes,
         *_grouped_notes(o.plan),
     )
 
@@ -341,10 +347,11 @@ def _fields(
     active += [ActiveJob(name=c.job, tick=c.tick) for c in creates if c.job not in schedule.by_name]
     active.sort(key=lambda a: a.tick)
     finished = {j.name: j for j in ours if j.state is not JobState.ACTIVE}
-    history = [_with_outcome(f, finished, replaced) for f in old.recent_firings]
+    dead = frozenset(o.retries.dead)
+    history = [_with_outcome(f, finished, replaced, dead) for f in old.recent_firings]
     recent = (
         sorted(
-            (_with_outcome(f, finished, replaced) for f in fired),
+            (_with_outcome(f, finished, replaced, dead) for f in fired),
             key=lambda f: f.tick,
             reverse=True,
         )
@@ -369,6 +376,8 @@ def _fields(
         "recent_firings": recent[:MAX_RECENT_FIRINGS],
         "last_trigger": o.last_trigger,
         "buffered": list(o.overlap.buffered or ()) or None,
+        "retrying": list(o.retries.waiting) or None,
+        "last_rerun": o.retries.rerun,
         "backfill": o.batch.backfill or old.backfill,
         "installation": o.installation or old.installation,
         "observed_generation": schedule.generation,
@@ -469,10 +478,21 @@ def _grouped_notes(plan: TickPlan) -> list[EventNote]:
 
 
 def _with_outcome(
-    firing: RecordedFiring, finished: Mapping[str, JobSnapshot], replaced: set[str]
+    firing: RecordedFiring,
+    finished: Mapping[str, JobSnapshot],
+    replaced: set[str],
+    dead: frozenset[str] = frozenset(),
 ) -> RecordedFiring:
     """A Created firing becomes Succeeded, Failed or Replaced once its Job is; one that
-    Punctual failed for pending too long says so (reason PendingTimeout)."""
+    Punctual failed for pending too long says so (reason PendingTimeout); a Failed one
+    whose tick has no attempt left is dead (spec.retry)."""
+    if firing.job is not None and firing.job in dead and not firing.dead:
+        failed = _with_outcome(firing, finished, replaced)
+        if failed.outcome is FiringOutcome.FAILED:
+            attempts = firing.attempt or 1
+            why = f"dead after {attempts} attempts"
+            reason = f"{failed.reason}; {why}" if failed.reason else why
+            return failed.model_copy(update={"dead": True, "reason": reason})
     if firing.outcome is not FiringOutcome.CREATED or firing.job is None:
         return firing
     if firing.job in replaced:
@@ -486,6 +506,22 @@ def _with_outcome(
         reason = f"PendingTimeout: {job.pending_timeout}"
         return firing.model_copy(update={"outcome": FiringOutcome.FAILED, "reason": reason})
     return firing.model_copy(update={"outcome": FiringOutcome.FAILED})
+
+
+def _newly_dead(
+    before: Sequence[RecordedFiring], after: Sequence[RecordedFiring]
+) -> list[RecordedFiring]:
+    """The recorded firings whose tick died in this decision (TickFailed, the metric)."""
+    return [new for old, new in zip(before, after, strict=True) if new.dead and not old.dead]
+
+
+def _dead_note(firing: RecordedFiring) -> EventNote:
+    return EventNote(
+        "Warning",
+        "TickFailed",
+        f"Tick {format_time(firing.tick)} failed its last attempt ({firing.job}): "
+        f"{firing.reason}; `punctual backfill --failed` runs it again",
+    )
 
 
 def _newly_failed(before: Sequence[RecordedFiring], after: Sequence[RecordedFiring]) -> int:

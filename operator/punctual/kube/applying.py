@@ -147,6 +147,8 @@ def count_outcomes(
             metrics.ticks_missed.labels(namespace, name).inc(decision.missed)
         if decision.newly_failed:
             metrics.jobs_failed.labels(namespace, name).inc(decision.newly_failed)
+        if decision.newly_dead:
+            metrics.ticks_dead.labels(namespace, name).inc(decision.newly_dead)
     if applied.failed:
         metrics.create_failures.labels(namespace, name).inc(len(applied.failed))
 

@@ -1,0 +1,146 @@
+"""Retrying a failed tick: spec.retry, one rule of a decision.
+
+Why it exists: a tick whose run failed often only needs another run (a flaky
+dependency, a node lost), a little later, a few times at most, and then someone should
+know (EventBridge's RetryPolicy and dead-letter queue, kubernetes#108703). With
+`retry: {maxAttempts: N, delaySeconds: D, backoff: Fixed|Exponential, maxDelaySeconds}`,
+when attempt a < N of a tick fails, attempt a + 1 waits in status.retrying until its time
+(the failure plus `Retry.delay`), then fires like any firing: claimed in status.inFlight
+before its Job is created, under its own name (`naming.retry_job_name`), so a leader
+kill neither doubles nor loses an attempt. It fires only when the concurrency policy has
+room for one more run (Allow without maxConcurrent: always); otherwise it keeps waiting,
+never skipped. When attempt N fails the tick is dead: its firing is recorded Failed with
+`dead: true` and its attempts, one `TickFailed` Warning Event, `punctual_ticks_dead_total`.
+pauseOnFailure counts dead ticks, not attempts (see `pausing`).
+
+What it must never do: retry a tick that succeeded, an attempt twice, or a Job of
+another schedule; or change its arguments. Like all of `punctual.core`, it never talks
+to the API server or reads the clock.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+
+from punctual.core.jobs import JobState
+from punctual.core.keys import ANNOTATION_RERUN_FAILED
+from punctual.core.models import (
+    ConcurrencyPolicy,
+    CronScheduleSpec,
+    FiringOutcome,
+    RetryingTick,
+)
+from punctual.core.naming import retry_job_name
+from punctual.core.records import Candidate, EventNote, ScheduleRead
+from punctual.core.times import format_time, maybe_time
+
+
+@dataclass(frozen=True, slots=True)
+class Retries:
+    """spec.retry in one decision."""
+
+    due: tuple[Candidate, ...] = ()  # attempts whose time came, with room to run
+    waiting: tuple[RetryingTick, ...] = ()  # status.retrying after this decision
+    dead: tuple[str, ...] = ()  # Jobs whose failure ends their tick (the last attempt)
+    attempts: dict[str, int] | None = None  # job name -> its attempt, for the records
+    wake: datetime | None = None  # the next waiting attempt's time
+    rerun: str | None = None  # the rerun-failed request handled (status.lastRerun)
+    notes: tuple[EventNote, ...] = ()
+
+
+def retries(spec: CronScheduleSpec, schedule: ScheduleRead, *, now: datetime) -> Retries:
+    """The attempts that are due, the ones that wait, and the ticks now dead."""
+    retry = spec.retry
+    rerun, rerun_ticks, notes = _rerun(schedule, now)
+    if retry is None and not rerun_ticks:
+        return Retries(rerun=rerun, notes=notes)
+    old = schedule.old
+    known = set(schedule.by_name)
+    known |= {c.job for c in old.in_flight}
+    known |= {f.job for f in old.recent_firings if f.job is not None}
+    waiting = {w.job: w for w in old.retrying or () if w.job not in known}
+    dead: list[str] = []
+    attempts = {j.name: j.attempt for j in schedule.ours}
+    # Runs of a tick known to exist or to have existed, by attempt: never started again.
+    ran = {(j.tick, j.attempt) for j in schedule.ours}
+    ran |= {(f.tick, f.attempt or 1) for f in old.recent_firings if f.job is not None}
+    ran |= {(c.tick, c.attempt or 1) for c in old.in_flight}
+    for tick, attempt in rerun_ticks:
+        name = retry_job_name(schedule.name, tick, attempt)
+        if name not in known and not any(t == tick and a >= attempt for t, a in ran):
+            waiting[name] = RetryingTick(tick=tick, attempt=attempt, job=name, at=now)
+    for job in schedule.ours:
+        if retry is None:
+            break
+        if job.state is not JobState.FAILED or job.tick is None or job.trigger is not None:
+            continue
+        if job.attempt >= retry.max_attempts:
+            dead.append(job.name)
+            continue
+        attempt = job.attempt + 1
+        name = retry_job_name(schedule.name, job.tick, attempt)
+        if name in known or name in waiting:
+            continue
+        if any(t == job.tick and a >= attempt for t, a in ran):
+            continue
+        at = (job.finished_at or now) + retry.delay(attempt)
+        waiting[name] = RetryingTick(tick=job.tick, attempt=attempt, job=name, at=at)
+    room = _room(spec, len(schedule.live))
+    due: list[Candidate] = []
+    for entry in sorted(waiting.values(), key=lambda w: (w.at, w.tick)):
+        if entry.at <= now and len(due) < room:
+            due.append(Candidate(entry.job, entry.tick, attempt=entry.attempt))
+    left = tuple(
+        w for w in sorted(waiting.values(), key=lambda w: w.at) if w.job not in {c.job for c in due}
+    )
+    wake = min((w.at for w in left if w.at > now), default=None)
+    return Retries(tuple(due), left, tuple(dead), attempts, wake, rerun, notes)
+
+
+def _rerun(
+    schedule: ScheduleRead, now: datetime
+) -> tuple[str | None, list[tuple[datetime, int]], tuple[EventNote, ...]]:
+    """`punctual backfill --failed --from --to` (the punctual.dev/rerun-failed annotation):
+    each failed tick of [from, to) that status.recentFirings still records (its newest
+    attempt Failed, none Succeeded) runs once more, as its next attempt. The request id
+    (status.lastRerun) and the (tick, attempt) pairs to add."""
+    old = schedule.old
+    value = schedule.annotations.get(ANNOTATION_RERUN_FAILED)
+    if not value:
+        return old.last_rerun, [], ()
+    try:
+        asked = json.loads(value)
+        request = str(asked["request"])
+        start, end = maybe_time(asked.get("from")), maybe_time(asked.get("to"))
+    except (ValueError, KeyError, TypeError):
+        note = EventNote("Warning", "InvalidRerun", f"{ANNOTATION_RERUN_FAILED}: unreadable")
+        return value, [], (note,) if value != old.last_rerun else ()
+    if request == old.last_rerun or start is None or end is None:
+        return old.last_rerun if request == old.last_rerun else request, [], ()
+    newest: dict[datetime, tuple[int, FiringOutcome]] = {}
+    for firing in old.recent_firings:
+        if firing.job is None or firing.manual or not start <= firing.tick < end:
+            continue
+        attempt = firing.attempt or 1
+        if firing.tick not in newest or attempt > newest[firing.tick][0]:
+            newest[firing.tick] = (attempt, firing.outcome)
+    ticks = sorted(
+        (tick, attempt + 1)
+        for tick, (attempt, outcome) in newest.items()
+        if outcome is FiringOutcome.FAILED
+    )
+    message = (
+        f"{len(ticks)} failed ticks of [{format_time(start)}, {format_time(end)}) run again "
+        f"(request {request})"
+    )
+    return request, ticks, (EventNote("Normal", "RerunFailed", message),)
+
+
+def _room(spec: CronScheduleSpec, running: int) -> int:
+    """How many attempts may start now: the concurrency policy's room for more runs."""
+    limit = spec.max_concurrent
+    if limit is None:
+        limit = 1_000_000 if spec.concurrency_policy is ConcurrencyPolicy.ALLOW else 1
+    return max(0, limit - running)
