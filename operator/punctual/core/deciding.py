@@ -53,6 +53,7 @@ from punctual.core import (
 from punctual.core.completion import CompletionError, compile_rules
 from punctual.core.decisions import Decision, Leadership, WriteDelay
 from punctual.core.freezing import Freeze, FreezeAction, freeze_over
+from punctual.core.groups import Group
 from punctual.core.jobs import JobSnapshot
 from punctual.core.models import (
     CronScheduleSpec,
@@ -81,6 +82,7 @@ def decide(
     leadership: Leadership,
     freezes: Sequence[Freeze] = (),
     served: Served = JOBS_ONLY,
+    group: Group | None = None,
 ) -> Decision:
     """Decide everything about one schedule at `now` (the API server's time); `served`:
     the kinds this installation creates (see `workloads`)."""
@@ -135,7 +137,9 @@ def decide(
     if defer_window is not None:  # wake when the window ends, to run what it deferred
         wake = min(filter(None, [plan.next_wake, defer_window[1]]))
         plan = dataclasses.replace(plan, next_wake=wake)
-    outcome = _rules(schedule, spec, plan, pause, frozen, ahead, now=now, leadership=leadership)
+    outcome = _rules(
+        schedule, spec, plan, pause, frozen, ahead, now=now, leadership=leadership, group=group
+    )
     return _decision(body, spec, outcome, ahead, now=now, leadership=leadership, kind=kind)
 
 
@@ -149,13 +153,15 @@ def _rules(
     *,
     now: datetime,
     leadership: Leadership,
+    group: Group | None = None,
 ) -> status.Outcome:
     """Steps 4 to 8, for a valid spec and its plan: each rule's record."""
     epoch = leadership.epoch
     # 4. The candidates: claims in flight to recover, due ticks, a manual trigger, and
     #    failed ticks' next attempts whose time came (spec.retry).
     gathered = claiming.gather(schedule, plan, ahead, epoch=epoch, now=now)
-    retries = retrying.retries(spec, schedule, now=now)
+    shared = None if group is None else group.room(len(schedule.live))
+    retries = retrying.retries(spec, schedule, now=now, room=shared)
     # 5. A Skip freeze window skips the due ticks inside it.
     freezing = pausing.freeze(gathered.due, frozen, now)
     # 6. The concurrency policy chooses among the rest (recovered claims always go).
@@ -167,7 +173,9 @@ def _rules(
     )
     # An attempt fires only with room under the policy (retrying), so none turns it away.
     recovering = frozenset([*(c.job for c in gathered.in_flight), *(c.job for c in retries.due)])
-    overlap = overlapping.choose(spec, schedule, wanted, recovering=recovering, now=now)
+    overlap = overlapping.choose(
+        spec, schedule, wanted, recovering=recovering, now=now, group=group
+    )
     # 7. A backfill adds its next batch.
     batch = backfilling.backfill(schedule, spec, overlap.creates, now=now)
     # 8. Claim what is created; count the runs under maxRuns; claim the next tick ahead.

@@ -208,6 +208,9 @@ class CronScheduleSpec(_ApiModel):
     success_deadline_seconds: int | None = Field(default=None, ge=1, le=31_622_400)
     pending_timeout_seconds: int | None = Field(default=None, ge=1, le=31_622_400)
     retry: Retry | None = None
+    concurrency_group: str | None = Field(
+        default=None, min_length=1, max_length=63, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+    )
     jitter_seconds: int = Field(default=0, ge=0, le=3600)
     class_name: str | None = Field(default=None, min_length=1, max_length=63)
     successful_jobs_history_limit: int = Field(default=3, ge=0, le=100)
@@ -225,6 +228,11 @@ class CronScheduleSpec(_ApiModel):
             raise ValueError("set exactly one of jobTemplate and workloadTemplate")
         if self.completion is not None and self.workload_template is None:
             raise ValueError("completion needs workloadTemplate (a Job's is its conditions)")
+        if self.concurrency_group and self.concurrency_policy is ConcurrencyPolicy.REPLACE:
+            raise ValueError(
+                "concurrencyPolicy Replace cannot be used with concurrencyGroup (it would "
+                "delete another schedule's run)"
+            )
         start, end = self.start_time, self.end_time
         if start is not None and end is not None and start >= end:
             raise ValueError("startTime must be before endTime")

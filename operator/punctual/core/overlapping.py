@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+from punctual.core.groups import Group
 from punctual.core.jobs import JobSnapshot
 from punctual.core.models import BufferedTick, ConcurrencyPolicy, CronScheduleSpec
 from punctual.core.records import Candidate, JobToDelete, ScheduleRead, Skip, SkipReason
@@ -55,8 +56,10 @@ def choose(
     *,
     recovering: frozenset[str],
     now: datetime,
+    group: Group | None = None,
 ) -> Overlap:
-    """The schedule's policy over `wanted`, then each trigger's own policy after it."""
+    """The schedule's policy over `wanted`, then each trigger's own policy after it; with
+    a concurrency `group`, within the room the group has left (see `groups`)."""
     overriding = [
         c
         for c in wanted
@@ -67,15 +70,20 @@ def choose(
     rest = [c for c in wanted if c not in overriding]
     limit = spec.max_concurrent
     if spec.concurrency_policy.buffers:
-        first = buffer(spec, schedule, rest, recovering=recovering, now=now)
+        first = buffer(spec, schedule, rest, recovering=recovering, now=now, group=group)
     else:
         dropped = unbuffered(schedule, spec.concurrency_policy)
         first = concurrency(
-            spec.concurrency_policy, rest, schedule.live, recovering=recovering, limit=limit
+            spec.concurrency_policy,
+            rest,
+            schedule.live,
+            recovering=recovering,
+            limit=limit,
+            group=group,
         )
         if dropped:  # (replace is slow enough to matter on every decision)
             first = dataclasses.replace(first, skips=dropped + first.skips)
-    return _override(overriding, first, schedule.live, limit)
+    return _override(overriding, first, schedule.live, limit, group)
 
 
 def concurrency(
@@ -85,9 +93,12 @@ def concurrency(
     *,
     recovering: frozenset[str],
     limit: int | None = None,
+    group: Group | None = None,
 ) -> Overlap:
     """Allow, Forbid, Replace: which candidates to create, and which running Jobs
     Replace deletes first."""
+    if group is not None and wanted and policy is not ConcurrencyPolicy.REPLACE:
+        return _grouped(policy, wanted, live, recovering=recovering, limit=limit, group=group)
     if limit is not None and wanted:
         return _limited(policy, wanted, live, recovering=recovering, limit=limit)
     if policy is ConcurrencyPolicy.ALLOW or not wanted:
@@ -147,11 +158,42 @@ def _limited(
     return Overlap((*recovered, *fresh[:room]), skips=skips)
 
 
+def _grouped(
+    policy: ConcurrencyPolicy,
+    wanted: Sequence[Candidate],
+    live: Sequence[JobSnapshot],
+    *,
+    recovering: frozenset[str],
+    limit: int | None,
+    group: Group,
+) -> Overlap:
+    """Allow or Forbid in a concurrency group: the oldest candidates that fit both the
+    schedule's own room (maxConcurrent; Forbid: one at a time) and the group's."""
+    recovered = tuple(c for c in wanted if c.job in recovering)
+    fresh = [c for c in wanted if c.job not in recovering]
+    running = len(live) + len(recovered)
+    own = limit if limit is not None else (1 if policy is ConcurrencyPolicy.FORBID else None)
+    own_room = None if own is None else max(0, own - running)
+    shared = group.room(running)
+    if own_room is not None and own_room < shared:
+        room, reason = own_room, SkipReason.MAX_CONCURRENT if limit else SkipReason.FORBID
+        message = (
+            f"maxConcurrent {limit}: {running} runs of this schedule still run"
+            if limit
+            else f"concurrencyPolicy Forbid: {running} run of this schedule still runs"
+        )
+    else:
+        room, reason, message = shared, SkipReason.CONCURRENCY_GROUP, group.message(running)
+    skips = tuple(Skip(c, reason, message) for c in fresh[room:])
+    return Overlap((*recovered, *fresh[:room]), skips=skips)
+
+
 def _override(
     overriding: Sequence[Candidate],
     first: Overlap,
     live: Sequence[JobSnapshot],
     limit: int | None = None,
+    group: Group | None = None,
 ) -> Overlap:
     """A manual trigger that asked for its own concurrencyPolicy is decided after the
     others, under its policy, against the Jobs still running and those `first` creates."""
@@ -165,6 +207,9 @@ def _override(
             [j for j in live if j.name not in going],
             recovering=frozenset(c.job for c in result.creates),
             limit=limit,
+            group=None
+            if group is None
+            else dataclasses.replace(group, held=group.held + len(result.creates)),
         )
         result = dataclasses.replace(
             result,
@@ -182,6 +227,7 @@ def buffer(
     *,
     recovering: frozenset[str],
     now: datetime,
+    group: Group | None = None,
 ) -> Overlap:
     """BufferOne and BufferAll: one Job at a time; due ticks wait in status.buffered.
 
@@ -208,6 +254,11 @@ def buffer(
     waiting = [c for c in queue if c not in late]
     running = len(schedule.live) + len(recovered)
     free = max(0, (spec.max_concurrent or 1) - running)
+    if group is not None:  # the group's room, and its members in tick order
+        free = min(free, group.room(running))
+        behind = waiting and group.waiting_since is not None
+        if behind and group.waiting_since is not None and group.waiting_since < waiting[0].tick:
+            free = 0
     chosen = tuple(waiting[:free])
     one = spec.concurrency_policy is ConcurrencyPolicy.BUFFER_ONE
     room = 1 if one else spec.max_buffered

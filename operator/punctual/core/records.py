@@ -119,6 +119,7 @@ class SkipReason(StrEnum):
     FREEZE_WINDOW = "FreezeWindow=Skip"
     MISSED_RUN_POLICY = "missedRunPolicy=Skip"
     MAX_CONCURRENT = "maxConcurrent"  # Allow or Forbid with spec.maxConcurrent runs running
+    CONCURRENCY_GROUP = "concurrencyGroup"  # Allow or Forbid while the group is full
 
 
 @dataclass(frozen=True, slots=True)

@@ -50,7 +50,9 @@ class Retries:
     notes: tuple[EventNote, ...] = ()
 
 
-def retries(spec: CronScheduleSpec, schedule: ScheduleRead, *, now: datetime) -> Retries:
+def retries(
+    spec: CronScheduleSpec, schedule: ScheduleRead, *, now: datetime, room: int | None = None
+) -> Retries:
     """The attempts that are due, the ones that wait, and the ticks now dead."""
     retry = spec.retry
     rerun, rerun_ticks, notes = _rerun(schedule, now)
@@ -87,7 +89,7 @@ def retries(spec: CronScheduleSpec, schedule: ScheduleRead, *, now: datetime) ->
             continue
         at = (job.finished_at or now) + retry.delay(attempt)
         waiting[name] = RetryingTick(tick=job.tick, attempt=attempt, job=name, at=at)
-    room = _room(spec, len(schedule.live))
+    room = min(_room(spec, len(schedule.live)), 1_000_000 if room is None else room)
     due: list[Candidate] = []
     for entry in sorted(waiting.values(), key=lambda w: (w.at, w.tick)):
         if entry.at <= now and len(due) < room:
