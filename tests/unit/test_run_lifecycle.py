@@ -12,12 +12,14 @@ from typing import Any
 from punctual.core.decisions import Decision
 from punctual.core.jobs import JobSnapshot, manual_job_name
 from punctual.core.keys import ANNOTATION_RESUME
+from punctual.core.models import MAX_RECENT_FIRINGS
 
 from .builders import (
     BROKEN,
     CREATED_,
     DONE,
     FAILED,
+    SKIPPED,
     SUCCEEDED,
     T0,
     H,
@@ -309,6 +311,45 @@ def test_without_the_objective_nothing_about_freshness_is_written() -> None:
     after = decision.status or status
     assert "lastSuccessfulTick" not in after
     assert not [c for c in after.get("conditions", []) if c["type"] in ("Stale", "Paused")]
+
+
+def test_a_run_whose_firing_left_recent_firings_while_it_ran_counts_once_when_it_fails() -> None:
+    # Forbid, one Job stuck for longer than recentFirings holds (the Job controller was
+    # down): its Created entry was pushed out by the skips while status.active still
+    # listed it. Its failure counts, and pauses at 1; the next decision counts it no more.
+    spec = spec_body(pauseOnFailure={"consecutiveFailures": 1}, concurrencyPolicy="Forbid")
+    stuck = T0 - 30 * H
+    skips = [(T0 - k * H, SKIPPED) for k in range(1, MAX_RECENT_FIRINGS + 1)]
+    status = status_body(spec, cursor=T0 - H, firings=skips)
+    status["active"] = [{"name": n(stuck), "tick": iso(stuck)}]
+    jobs = [job(stuck, BROKEN)]
+    decision = run(schedule_body(spec, status), jobs, now=T0 - 30 * M)
+    assert decision.status is not None
+    assert decision.status["consecutiveFailures"] == 1
+    assert condition(decision.status, "Paused")["status"] == "True"
+    assert decision.newly_failed == 1
+    assert decision.status["active"] == []
+    again = run(schedule_body(spec, decision.status), jobs, now=T0 + S)
+    assert again.creates == ()
+    assert (again.status or decision.status)["consecutiveFailures"] == 1
+    assert again.newly_failed == 0
+
+
+def test_runs_that_outnumber_recent_firings_are_each_counted_once_when_they_fail() -> None:
+    # Allow, 30 runs piled up while none could finish: recentFirings holds the newest 20.
+    # All fail at once: 30 failures, not 20; and none of them twice.
+    spec = spec_body(pauseOnFailure={"consecutiveFailures": 3})
+    ticks = [T0 - k * H for k in range(1, 31)]  # newest first
+    status = status_body(spec, cursor=T0 - H, firings=[(t, CREATED_) for t in ticks[:20]])
+    status["active"] = [{"name": n(t), "tick": iso(t)} for t in reversed(ticks)]
+    jobs = [job(t, BROKEN) for t in ticks]
+    decision = run(schedule_body(spec, status), jobs, now=T0 - 30 * M)
+    assert decision.status is not None
+    assert decision.status["consecutiveFailures"] == 30
+    assert decision.newly_failed == 30
+    again = run(schedule_body(spec, decision.status), jobs, now=T0 - 29 * M)
+    assert (again.status or decision.status)["consecutiveFailures"] == 30
+    assert again.newly_failed == 0
 
 
 def test_a_failed_job_status_never_recorded_as_created_still_counts_once() -> None:

@@ -76,9 +76,13 @@ def pause(schedule: ScheduleRead, spec: CronScheduleSpec) -> Pause:
     if spec.pause_on_failure is None:
         return Pause(failures=None, failed=(), paused=False, resumed=resumed)
     # Each finished Job is counted once: when status does not yet record its outcome.
-    # Older than everything status still records (a full recentFirings), it was counted.
+    # One that status last listed as running (status.active) is not counted yet, even if
+    # its firing left a full recentFirings while it ran (Forbid's skips, or more runs
+    # than it keeps, while the Job controller was down). Any other Job older than
+    # everything a full recentFirings still records was counted before it left.
     final = (FiringOutcome.FAILED, FiringOutcome.SUCCEEDED, FiringOutcome.REPLACED)
     recorded = {f.job: f.outcome for f in old.recent_firings if f.job is not None}
+    running = {a.name for a in old.active}
     full = len(old.recent_firings) >= MAX_RECENT_FIRINGS
     oldest = min((f.tick for f in old.recent_firings), default=None)
     count = old.consecutive_failures or 0
@@ -101,7 +105,8 @@ def pause(schedule: ScheduleRead, spec: CronScheduleSpec) -> Pause:
             continue
         if job.state is JobState.FAILED and job.attempt < last and job.trigger is None:
             continue  # another attempt comes (retrying)
-        if full and oldest is not None and (job.tick is None or job.tick < oldest):
+        left = full and oldest is not None and (job.tick is None or job.tick < oldest)
+        if left and job.name not in running:
             continue
         if job.state is JobState.FAILED:
             count += 1

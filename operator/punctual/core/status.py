@@ -288,7 +288,7 @@ def build(o: Outcome, *, now: datetime) -> Written:
         status=new,
         events=(*_events(o), *(_dead_note(f) for f in dead), *notes),
         skipped=counted + tuple((SkipReason.MISSED_RUN_POLICY, g.count) for g in plan.skipped),
-        newly_failed=_newly_failed(schedule.old.recent_firings, history),
+        newly_failed=_newly_failed(schedule.old, history, schedule.ours),
         newly_dead=len(dead),
     )
 
@@ -524,13 +524,22 @@ def _dead_note(firing: RecordedFiring) -> EventNote:
     )
 
 
-def _newly_failed(before: Sequence[RecordedFiring], after: Sequence[RecordedFiring]) -> int:
-    """How many recorded firings turned Failed in this decision (for the metric)."""
-    return sum(
+def _newly_failed(
+    old: CronScheduleStatus, after: Sequence[RecordedFiring], ours: Sequence[JobSnapshot]
+) -> int:
+    """How many Jobs turned Failed in this decision (for the metric): recorded firings that
+    did, and Jobs status listed as running whose firing left recentFirings meanwhile."""
+    turned = sum(
         1
-        for old, new in zip(before, after, strict=True)
-        if old.outcome is not new.outcome and new.outcome is FiringOutcome.FAILED
+        for before, now in zip(old.recent_firings, after, strict=True)
+        if before.outcome is not now.outcome and now.outcome is FiringOutcome.FAILED
     )
+    listed = {f.job for f in old.recent_firings if f.job is not None}
+    running = {a.name for a in old.active}
+    unlisted = sum(
+        1 for j in ours if j.state is JobState.FAILED and j.name in running and j.name not in listed
+    )
+    return turned + unlisted
 
 
 def _ticks(count: int) -> str:
