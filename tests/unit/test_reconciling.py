@@ -10,10 +10,13 @@ API's answers are tested against the real control plane.
 from __future__ import annotations
 
 import copy
+import logging
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
+
+import pytest
 
 from punctual.clocks import FixedClock
 from punctual.core.deciding import IN_FLIGHT_RECHECK
@@ -22,10 +25,10 @@ from punctual.core.delaying import ROUTINE_HORIZON
 from punctual.core.jobs import JobSnapshot
 from punctual.core.workloads import JOB, WorkloadKind
 from punctual.kube.applying import Applied, NotLeader, schedule_path
-from punctual.kube.client import Unavailable
+from punctual.kube.client import Invalid, Unavailable
 from punctual.kube.schedulewatching import pack
 from punctual.kube.sharding import shard_of
-from punctual.runtime.reconciling import UNAVAILABLE_RETRY, Reconciler, Role, Roles
+from punctual.runtime.reconciling import REFUSED_RETRY, UNAVAILABLE_RETRY, Reconciler, Role, Roles
 from punctual.runtime.view import LeaderView
 from tests.unit.fakeapi import FakeApi
 
@@ -234,6 +237,20 @@ async def test_an_unavailable_api_server_means_try_again_soon() -> None:
     world.applier.outcomes = [Unavailable(503, "ServiceUnavailable", "busy")]
     reconciler, _ = world.reconciler()
     assert await reconciler(KEY) == T0 + UNAVAILABLE_RETRY
+
+
+async def test_a_write_refused_for_good_is_one_warning_and_a_later_try_not_a_traceback(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """argo#14719's injection: an admission policy refuses the status write (422). The
+    pass says so in one line and tries again later; nothing raises to the loop."""
+    world = due_now()
+    world.applier.outcomes = [Invalid(422, "Invalid", "denied by policy")]
+    reconciler, _ = world.reconciler()
+    with caplog.at_level(logging.WARNING):
+        assert await reconciler(KEY) == T0 + REFUSED_RETRY
+    assert "the API server refused a write" in caplog.text
+    assert "Traceback" not in caplog.text
 
 
 async def test_losing_the_lease_mid_pass_stops_it() -> None:

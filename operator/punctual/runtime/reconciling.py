@@ -40,6 +40,9 @@ from punctual.runtime.view import LeaderView
 logger = logging.getLogger("punctual")
 
 UNAVAILABLE_RETRY = timedelta(seconds=2)
+# How soon a pass whose write the API server refused (not a 409) tries again: the same
+# write would be refused again until someone changes what refuses it.
+REFUSED_RETRY = timedelta(seconds=5)
 ATTEMPTS = 3  # one pass, and at most two more after 409 Conflicts
 # How often a schedule another live installation owns is looked at again.
 CONFLICT_RECHECK = timedelta(seconds=10)
@@ -215,6 +218,9 @@ class Reconciler:
             except Unavailable as error:
                 logger.warning("%s/%s: API server unavailable: %s", *key, error)
                 return self.clock.now() + UNAVAILABLE_RETRY
+            except ApiError as error:  # refused for good (422 by an admission policy, 403)
+                logger.warning("%s/%s: the API server refused a write: %s", *key, error)
+                return self.clock.now() + REFUSED_RETRY
             wrote = decision.status is not None or bool(applied.failed)
             self.view.remember(key, uid, applied, wrote_status=wrote)
             if not applied.stale:
