@@ -185,6 +185,7 @@ class _Asked:
     """What one schedule's per-schedule gauges read, as its status last said."""
 
     uid: str
+    placement: str  # what decides its shard (core.groups.placement_of)
     paused: bool | None  # None: no pauseOnFailure, no gauge
     stale: bool | None  # None: no successDeadlineSeconds, no gauge
     last_success: float | None
@@ -203,8 +204,11 @@ class ScheduleGauges:
         self._metrics = metrics
         self._asked: dict[tuple[str, str], _Asked] = {}
 
-    def observe(self, key: tuple[str, str], body: Mapping[str, Any] | None) -> None:
-        """A schedule as listed or watched (None: deleted)."""
+    def observe(
+        self, key: tuple[str, str], body: Mapping[str, Any] | None, placement: str = ""
+    ) -> None:
+        """A schedule as listed or watched (None: deleted); `placement`: what decides its
+        shard (core.groups.placement_of; empty: its uid)."""
         spec = (body or {}).get("spec") or {}
         asks = ("pauseOnFailure", "successDeadlineSeconds", "pendingTimeoutSeconds")
         if body is None or not any(field in spec for field in asks):
@@ -215,6 +219,7 @@ class ScheduleGauges:
         success = status.get("lastSuccessfulTime")
         self._asked[key] = _Asked(
             uid=str((body.get("metadata") or {}).get("uid", "")),
+            placement=placement or str((body.get("metadata") or {}).get("uid", "")),
             paused=("Paused" in true) if "pauseOnFailure" in spec else None,
             stale=("Stale" in true) if "successDeadlineSeconds" in spec else None,
             last_success=_instant(success) if "successDeadlineSeconds" in spec else None,
@@ -232,7 +237,7 @@ class ScheduleGauges:
         for gauge in (m.schedule_paused, m.schedule_stale, m.last_success, m.run_pending):
             gauge.clear()
         for (namespace, name), asked in self._asked.items():
-            if not leads(asked.uid):
+            if not leads(asked.placement):
                 continue  # another replica leads its shard and exports it
             if asked.paused is not None:
                 m.schedule_paused.labels(namespace, name).set(1 if asked.paused else 0)

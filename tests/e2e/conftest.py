@@ -167,12 +167,13 @@ async def release_jobs(api: KubeClient, namespace: str) -> None:
 CRD_FILE = REPO / "crds" / "cronschedules.punctual.dev.yaml"
 FENCE_CRD_FILE = REPO / "crds" / "fences.punctual.dev.yaml"
 FREEZE_CRD_FILE = REPO / "crds" / "freezewindows.punctual.dev.yaml"
+GROUP_CRD_FILE = REPO / "crds" / "concurrencygroups.punctual.dev.yaml"
 
 
 @pytest.fixture(scope="session")
 def crd(cluster: Cluster) -> Cluster:
     """Punctual's CRDs (CronSchedule, Fence), applied from crds/ and Established."""
-    for path in (CRD_FILE, FENCE_CRD_FILE, FREEZE_CRD_FILE):
+    for path in (CRD_FILE, FENCE_CRD_FILE, FREEZE_CRD_FILE, GROUP_CRD_FILE):
         cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(path))
     cluster.kubectl(
         "wait",
@@ -181,5 +182,6 @@ def crd(cluster: Cluster) -> Cluster:
         "crd/cronschedules.punctual.dev",
         "crd/fences.punctual.dev",
         "crd/freezewindows.punctual.dev",
+        "crd/concurrencygroups.punctual.dev",
     )
     return cluster

@@ -336,6 +336,7 @@ def test_lint_and_template_pass_in_every_mode(values: tuple[str, ...]) -> None:
         "cronschedules.punctual.dev",
         "fences.punctual.dev",
         "freezewindows.punctual.dev",
+        "concurrencygroups.punctual.dev",
     }
     [binding] = find(docs, "ValidatingAdmissionPolicyBinding")
     assert (

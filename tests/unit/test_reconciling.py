@@ -69,6 +69,11 @@ class FakeApplier:
     outcomes: list[Applied | Exception] = field(default_factory=list)
     decisions: list[Decision] = field(default_factory=list)
     released: list[tuple[str, str, str]] = field(default_factory=list)
+    group_reports: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
+
+    async def group_status(self, namespace: str, group: str, status: dict[str, Any]) -> bool:
+        self.group_reports.append((namespace, group, status))
+        return True
 
     async def release(
         self, namespace: str, name: str, uid: str, applied: Applied, kind: WorkloadKind = JOB

@@ -125,6 +125,14 @@ job="{{ include "punctual.metricsServiceName" . }}"
 - apiGroups: [punctual.dev]
   resources: [freezewindows/status]
   verbs: [patch]
+# ConcurrencyGroups: each group's limit, watched; who holds it and who waits, patched into
+# its status by the leader deciding its members.
+- apiGroups: [punctual.dev]
+  resources: [concurrencygroups]
+  verbs: [get, list, watch]
+- apiGroups: [punctual.dev]
+  resources: [concurrencygroups/status]
+  verbs: [patch]
 # Watched by every replica; the leader creates one per tick, reads one back on 409
 # AlreadyExists, deletes them for history limits and concurrencyPolicy Replace, and
 # patches one to remove its punctual.dev/record-firing finalizer once its firing is

@@ -19,6 +19,8 @@ server only through this package (Punctual's requests through `client`, kopf's t
 - `jobwatching`: Punctual's Jobs, followed by `following`, indexed by schedule uid.
 - `workloads`: the kinds of --workload-kinds, found by discovery and followed into the
   same index.
+- `groups`: concurrency groups' members (from the schedules) and limits (ConcurrencyGroup
+  objects, followed).
 - `watching`: kopf, for FreezeWindows only, logged in with `credentials`.
 - `events`: Kubernetes Events about schedules, from a bounded queue that yields to the
   creates in flight.

@@ -409,6 +409,20 @@ class Applier:
             return f"its pods could not be read ({error.status})"
         return waiting_reasons(pods.get("items") or [])
 
+    async def group_status(self, namespace: str, group: str, status: Body) -> bool:
+        """Write who holds a ConcurrencyGroup and who waits into its status; False when it
+        has no object (a mutex group) or the write failed (it is only a report)."""
+        await self._guard()
+        path = f"/apis/punctual.dev/v1/namespaces/{namespace}/concurrencygroups/{group}/status"
+        try:
+            await self._call(self.api.patch(path, {"status": status}, content_type=MERGE_PATCH))
+        except NotFound:
+            return False
+        except ApiError as error:
+            logger.warning("ConcurrencyGroup %s/%s status: %s", namespace, group, error)
+            return False
+        return True
+
     async def release(
         self, namespace: str, name: str, uid: str, applied: Applied, kind: WorkloadKind = JOB
     ) -> None:

@@ -22,12 +22,14 @@ from typing import Any
 from aiohttp import web
 
 from punctual.clocks import ServerClock, first_of
+from punctual.core.groups import placement_of
 from punctual.core.jobs import JobSnapshot
 from punctual.core.workloads import parse_kinds
 from punctual.kube.applying import Applier
 from punctual.kube.client import ApiError, KubeClient
 from punctual.kube.credentials import load_credentials
 from punctual.kube.events import EventRecorder
+from punctual.kube.groups import Groups
 from punctual.kube.jobwatching import CompletionRules, JobIndex
 from punctual.kube.leases import Installations
 from punctual.kube.ratelimiting import RateLimiter
@@ -82,6 +84,7 @@ class Operator:
         self.schedules = ScheduleIndex(api, options.namespaces, self._on_schedule)
         # The compiled spec.completion of each schedule that has one, by uid.
         self.rules = CompletionRules()
+        self.groups = Groups(api, options.namespaces)  # concurrency groups: members, limits
         self.jobs = JobIndex(api, options.namespaces, self._on_job, rules_of=self.rules.get)
         self.workloads = Workloads(
             api,
@@ -128,6 +131,7 @@ class Operator:
             freezes=lambda namespace: self.freezes.freezes_of(namespace),
             queue=self.loop,
             served=self.workloads.served,
+            groups=self.groups,
         )
         self.freezes = FreezeWindows(
             api,
@@ -150,10 +154,13 @@ class Operator:
     # -- what the watches tell us -----------------------------------------------------
 
     def _on_schedule(self, key: Key, body: Mapping[str, Any] | None) -> None:
-        self.metrics.per_schedule.observe(key, body)
+        self.metrics.per_schedule.observe(key, body, "" if body is None else placement_of(body))
         changed = self.rules.observe(key, body)
         if changed is not None:  # its objects are judged by other rules now
             self.jobs.rejudge(changed)
+        group = self.groups.observe(key, body)
+        if group is not None:  # a member changed: the others may have room now
+            self._notify_group(key, group)
         version = None if body is None else (body.get("metadata") or {}).get("resourceVersion")
         if not self.view.is_echo(key, version):  # our own write: nothing new
             self.loop.notify(key)
@@ -161,6 +168,14 @@ class Operator:
     def _on_job(self, key: Key, uid: str, job: JobSnapshot | None) -> None:
         if self.view.job_changed(uid, job):
             self.loop.notify(key)
+            group = self.groups.group(key)
+            if group is not None:  # a member's run started or ended: the others look again
+                self._notify_group(key, group)
+
+    def _notify_group(self, key: Key, group: str) -> None:
+        for member in self.groups.members(key[0], group):
+            if member != key:
+                self.loop.notify(member)
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -283,6 +298,7 @@ class Operator:
             "schedules": self.schedules.run(stop),
             "jobs": self.jobs.run(stop),
             "workload kinds": self.workloads.run(stop),
+            "concurrency groups": self.groups.run(stop),
             "freeze windows": self.freezes.run(stop),
         }
         helpers = {"synced": self._notify_when_synced(), "signals": self._take_back_signals(stop)}

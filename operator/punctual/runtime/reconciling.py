@@ -16,6 +16,7 @@ applier, or act for a schedule whose shard this replica does not lead.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -27,9 +28,11 @@ from punctual.core.deciding import decide
 from punctual.core.decisions import Decision, Leadership
 from punctual.core.delaying import delay_write, routine, routine_wake
 from punctual.core.freezing import Freeze
+from punctual.core.groups import Group, group_of, placement_of
 from punctual.core.jobs import JobSnapshot
 from punctual.core.ownership import Ownership, owner_of, ownership
 from punctual.core.records import EventNote
+from punctual.core.times import maybe_time
 from punctual.core.workloads import JOBS_ONLY, Served, WorkloadKind
 from punctual.kube.applying import Applied, NotLeader, schedule_path
 from punctual.kube.client import Api, ApiError, NotFound, Unavailable
@@ -80,6 +83,14 @@ class Reporting(Protocol):
     def post(self, obj: Mapping[str, Any], note: EventNote) -> None: ...
 
 
+class Grouping(Protocol):
+    """Concurrency groups' members and limits (kube.groups.Groups)."""
+
+    def members(self, namespace: str, group: str) -> list[Key]: ...
+
+    def limit(self, namespace: str, group: str) -> int: ...
+
+
 class Queueing(Protocol):
     """Where routine writes wait their turn (runtime.scheduling.SchedulerLoop)."""
 
@@ -92,6 +103,8 @@ class Applying(Protocol):
     """What a pass needs of the applier (kube.applying.Applier)."""
 
     async def apply(self, schedule: Mapping[str, Any], decision: Decision) -> Applied: ...
+
+    async def group_status(self, namespace: str, group: str, status: dict[str, Any]) -> bool: ...
 
     async def release(
         self, namespace: str, name: str, uid: str, applied: Applied, kind: WorkloadKind = ...
@@ -152,7 +165,13 @@ class Reconciler:
         freezes: Callable[[str], Sequence[Freeze]] = lambda namespace: (),
         queue: Queueing | None = None,
         served: Callable[[], Served] = lambda: JOBS_ONLY,
+        groups: Grouping | None = None,
     ) -> None:
+        self.groups = groups
+        # One pass at a time per concurrency group: a member decides on the runs the
+        # others hold, which includes what the previous pass just created.
+        self.group_locks: dict[tuple[str, str], asyncio.Lock] = {}
+        self.group_reports: dict[tuple[str, str], dict[str, Any]] = {}  # as last written
         self.served = served  # the kinds this installation creates now (kube.workloads)
         # Objects whose completion rule failed, and how: one Warning Event each.
         self.rule_errors: dict[str, str] = {}
@@ -179,7 +198,56 @@ class Reconciler:
         return dropped
 
     async def __call__(self, key: Key) -> datetime | None:
-        """One pass; returns when to look at the schedule again (None: when notified)."""
+        """One pass; returns when to look at the schedule again (None: when notified). A
+        member of a concurrency group passes only while no other member does."""
+        body = self.view.schedule(key)
+        group = None if body is None else group_of(body)
+        if group is None:
+            return await self._pass(key)
+        lock = self.group_locks.setdefault((key[0], group), asyncio.Lock())
+        async with lock:
+            wake = await self._pass(key)
+            await self._report_group(key, group)
+            return wake
+
+    async def _report_group(self, key: Key, group: str) -> None:
+        """The group's holders and waiters into its ConcurrencyGroup's status, when they
+        changed (best effort; a mutex group has no object to write)."""
+        if self.groups is None:
+            return
+        holders: list[str] = []
+        waiters: list[tuple[str, str]] = []
+        for member in self.groups.members(key[0], group):
+            body = self.view.schedule(member)
+            if body is None or group_of(body) != group:
+                continue
+            jobs = self.view.jobs(str(body["metadata"]["uid"]))
+            holders += [f"{member[1]}/{j.name}" for j in jobs if j.active]
+            seen = {j.name for j in jobs}
+            for entry in (body.get("status") or {}).get("buffered") or []:
+                if entry.get("job") not in seen:
+                    waiters.append((str(entry.get("tick")), f"{member[1]}@{entry.get('tick')}"))
+        status = {
+            "held": len(holders),
+            "holders": sorted(holders),
+            "waiters": [w for _, w in sorted(waiters)],
+        }
+        where = (key[0], group)
+        if self.group_reports.get(where) == status:
+            return
+        body = self.view.schedule(key)
+        if body is None:
+            return
+        role = self.roles.of(placement_of(body))
+        if not role.elector.is_leader():
+            return
+        try:
+            await role.applier.group_status(key[0], group, status)
+        except NotLeader:
+            return
+        self.group_reports[where] = status  # written, or nothing to write to (a mutex)
+
+    async def _pass(self, key: Key) -> datetime | None:
         if not self.roles.leads_any():
             if self.roles.lapsed_any():
                 self.dropped.add(key)
@@ -192,7 +260,7 @@ class Reconciler:
                 if uid is not None:
                     await self._release_all(uid)
                 return None
-            role = self.roles.of(body["metadata"]["uid"])
+            role = self.roles.of(placement_of(body))
             epoch = role.elector.epoch
             if epoch is None or not role.elector.is_leader():
                 if epoch is not None:  # lapsed, not lost
@@ -247,6 +315,7 @@ class Reconciler:
             leadership=Leadership(epoch, role.elector.identity, installation, role.shard),
             freezes=self.freezes(key[0]),
             served=self.served(),
+            group=self._group(key, body),
         )
         if decision.status is None:
             self.view.unwritten_since.pop(key, None)
@@ -261,6 +330,34 @@ class Reconciler:
         if delayed.unwritten_since is not None:
             self.view.unwritten_since[key] = delayed.unwritten_since
         return delayed.decision
+
+    def _group(self, key: Key, body: Mapping[str, Any]) -> Group | None:
+        """The schedule's concurrency group as it stands: the runs the other members hold
+        (running, or claimed for a tick already due and not yet seen) and the oldest tick
+        one of them waits with (buffered)."""
+        name = group_of(body)
+        if name is None or self.groups is None:
+            return None
+        now = self.clock.now()
+        held = 0
+        waiting: list[datetime] = []
+        for other in self.groups.members(key[0], name):
+            other_body = self.view.schedule(other) if other != key else None
+            if other_body is None or group_of(other_body) != name:
+                continue
+            jobs = self.view.jobs(str(other_body["metadata"]["uid"]))
+            seen = {j.name for j in jobs}
+            held += sum(1 for j in jobs if j.active)
+            status = other_body.get("status") or {}
+            for claim in status.get("inFlight") or []:
+                tick = maybe_time(claim.get("tick"))
+                if claim.get("job") not in seen and tick is not None and tick <= now:
+                    held += 1
+            for entry in status.get("buffered") or []:
+                tick = maybe_time(entry.get("tick"))
+                if entry.get("job") not in seen and tick is not None:
+                    waiting.append(tick)
+        return Group(name, self.groups.limit(key[0], name), held, min(waiting, default=None))
 
     def _report_rule_errors(self, body: Mapping[str, Any], jobs: Sequence[JobSnapshot]) -> None:
         """A spec.completion rule that fails on an object leaves it running; say so in one
@@ -310,7 +407,12 @@ class Reconciler:
         applied = Applied()
         role = self.roles.of(uid)
         if not role.elector.is_leader():
-            return
+            # A member of a concurrency group was decided by its group's shard, which the
+            # deleted body no longer names: any shard this replica leads may let go.
+            led = [r for r in self.roles.by_shard if r.elector.is_leader()]
+            if not led:
+                return
+            role = led[0]
         try:
             for job in self.view.jobs(uid):
                 if job.has_finalizer:

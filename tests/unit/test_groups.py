@@ -1,0 +1,96 @@
+"""spec.concurrencyGroup: a limit shared by a namespace's schedules, one rule of a decision.
+
+The decision is given the group as the shell found it (`Group`: its limit, the runs the
+other members hold, the oldest tick one of them waits with); these tables check what it
+does with it under each policy. That one member decides at a time and that one shard
+decides them all is the shell's (runtime.reconciling, kube.sharding), checked in e2e.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import pytest
+
+from punctual.core.deciding import decide
+from punctual.core.decisions import Decision
+from punctual.core.groups import Group, placement_of
+from punctual.core.records import SkipReason
+from tests.unit.builders import ACTIVE, LEADER, T0, H, S, condition, job, schedule_body, spec_body
+
+NOW = T0 + S
+
+
+def member(
+    policy: str, group: Group | None, jobs: list[Any] | None = None, **more: Any
+) -> Decision:
+    spec = spec_body(concurrencyPolicy=policy, concurrencyGroup="etl", **more)
+    return decide(schedule_body(spec), jobs or [], now=NOW, leadership=LEADER, group=group)
+
+
+def skips(decision: Decision) -> list[str]:
+    status = decision.status or {}
+    return [f["reason"] for f in status.get("recentFirings", []) if f["outcome"] == "Skipped"]
+
+
+# (policy, limit, held by others, own running) -> created
+TABLE = [
+    ("Allow", 1, 0, 0, 1),
+    ("Allow", 1, 1, 0, 0),
+    ("Forbid", 1, 1, 0, 0),
+    ("Allow", 2, 1, 0, 1),
+    ("Allow", 2, 2, 0, 0),
+    ("Allow", 3, 1, 1, 1),
+    ("Forbid", 3, 0, 1, 0),  # the schedule's own Forbid binds before the group
+    ("BufferOne", 1, 1, 0, 0),
+    ("BufferOne", 2, 1, 0, 1),
+]
+
+
+@pytest.mark.parametrize(("policy", "limit", "held", "own", "created"), TABLE)
+def test_a_member_fires_only_within_the_groups_room(
+    policy: str, limit: int, held: int, own: int, created: int
+) -> None:
+    running = [job(T0 - (i + 1) * H, ACTIVE) for i in range(own)]
+    decision = member(policy, Group("etl", limit, held), running)
+    assert len(decision.creates) == created
+
+
+def test_a_tick_skipped_while_the_group_is_full_says_so_under_its_own_label() -> None:
+    decision = member("Allow", Group("etl", 1, 1))
+    assert not decision.creates
+    assert skips(decision) == ["concurrencyGroup etl: 1 of its 1 run held"]
+    assert decision.skipped == ((SkipReason.CONCURRENCY_GROUP, 1),)
+
+
+def test_a_buffering_member_waits_while_full_and_behind_an_older_waiter() -> None:
+    full = member("BufferOne", Group("etl", 1, 1))
+    assert not full.creates and full.status is not None and full.status["buffered"]
+    older: datetime = T0 - H
+    behind = member("BufferAll", Group("etl", 2, 0, waiting_since=older))
+    assert not behind.creates, "another member has waited longer: it goes first"
+    ahead = member("BufferAll", Group("etl", 2, 0, waiting_since=T0 + H))
+    assert len(ahead.creates) == 1
+
+
+def test_replace_is_refused_in_a_group() -> None:
+    decision = member("Replace", Group("etl", 1, 0))
+    assert not decision.creates and decision.status is not None
+    ready = condition(decision.status, "Ready")
+    assert ready["reason"] == "InvalidSpec"
+    assert "Replace cannot be used with concurrencyGroup" in ready["message"]
+
+
+def test_every_member_of_a_group_is_placed_on_one_shard_and_others_by_uid() -> None:
+    a = schedule_body(spec_body(concurrencyGroup="etl"), uid="u-a")
+    b = schedule_body(spec_body(concurrencyGroup="etl"), uid="u-b")
+    alone = schedule_body(spec_body(), uid="u-c")
+    assert placement_of(a) == placement_of(b) == "reports/etl"
+    assert placement_of(alone) == "u-c"
+
+
+def test_without_a_group_nothing_changes() -> None:
+    spec = spec_body(concurrencyPolicy="Allow")
+    alone = decide(schedule_body(spec), [], now=NOW, leadership=LEADER)
+    assert len(alone.creates) == 1
