@@ -95,6 +95,35 @@ def find(docs: list[dict[str, Any]], kind: str, name: str = "") -> list[dict[str
     return [d for d in docs if d["kind"] == kind and (not name or d["metadata"]["name"] == name)]
 
 
+def fencing_binding(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The fencing policy's binding (the triggers policy has one of its own)."""
+    return [
+        b
+        for b in find(docs, "ValidatingAdmissionPolicyBinding")
+        if b["spec"]["policyName"] == "punctual-fencing.punctual.dev"
+    ]
+
+
+def test_the_triggers_policy_is_bound_and_the_operator_told_unless_turned_off() -> None:
+    docs = render()
+    [binding] = [
+        b
+        for b in find(docs, "ValidatingAdmissionPolicyBinding")
+        if b["spec"]["policyName"] == "punctual-triggers.punctual.dev"
+    ]
+    assert binding["spec"]["validationActions"] == ["Deny"]
+    [container] = find(docs, "Deployment")[0]["spec"]["template"]["spec"]["containers"]
+    assert {"name": "PUNCTUAL_VERIFIED_TRIGGERS", "value": "true"} in container["env"]
+    off = render("--set", "triggerVerification.enabled=false")
+    assert not [
+        b
+        for b in find(off, "ValidatingAdmissionPolicyBinding")
+        if b["spec"]["policyName"] == "punctual-triggers.punctual.dev"
+    ]
+    [container] = find(off, "Deployment")[0]["spec"]["template"]["spec"]["containers"]
+    assert "PUNCTUAL_VERIFIED_TRIGGERS" not in {e["name"] for e in container["env"]}
+
+
 def rules_text(role: dict[str, Any]) -> set[tuple[str, str, str]]:
     """(group, resource, verb) for every rule of a Role or ClusterRole."""
     return {
@@ -338,10 +367,12 @@ def test_lint_and_template_pass_in_every_mode(values: tuple[str, ...]) -> None:
         "freezewindows.punctual.dev",
         "concurrencygroups.punctual.dev",
     }
-    [binding] = find(docs, "ValidatingAdmissionPolicyBinding")
+    [binding] = fencing_binding(docs)
     assert (
         binding["spec"]["policyName"]
-        == find(docs, "ValidatingAdmissionPolicy")[0]["metadata"]["name"]
+        == find(docs, "ValidatingAdmissionPolicy", "punctual-fencing.punctual.dev")[0]["metadata"][
+            "name"
+        ]
     )
     assert binding["spec"]["paramRef"] == {
         "name": "punctual-fence",
@@ -497,7 +528,7 @@ def test_workload_kinds_are_told_granted_and_fenced(values: tuple[str, ...]) -> 
     for role in find(docs, "ClusterRole", "punctual-discovery"):
         assert not {g for g, _, _ in rules_text(role)} & {"argoproj.io", "tekton.dev"}
 
-    [binding] = find(docs, "ValidatingAdmissionPolicyBinding")
+    [binding] = fencing_binding(docs)
     assert binding["spec"]["matchResources"]["resourceRules"] == [
         {
             "apiGroups": ["batch"],
@@ -528,7 +559,7 @@ def test_without_workload_kinds_the_operator_gets_jobs_only() -> None:
     assert "PUNCTUAL_WORKLOAD_KINDS" not in {e["name"] for e in container["env"]}
     groups = {g for g, _, _ in rules_text(find(docs, "ClusterRole", "punctual")[0])}
     assert groups == {"punctual.dev", "batch", "", "apiextensions.k8s.io", "coordination.k8s.io"}
-    [binding] = find(docs, "ValidatingAdmissionPolicyBinding")
+    [binding] = fencing_binding(docs)
     assert binding["spec"]["matchResources"]["resourceRules"] == [
         {
             "apiGroups": ["batch"],

@@ -139,7 +139,8 @@ def test_who_and_why_are_recorded_on_the_firing_the_job_and_the_event() -> None:
     assert "concurrencyPolicy" not in firing
     assert decision.status is not None and decision.status["lastTrigger"] == "req-1"
     [event] = [e for e in decision.events if e.reason == "Triggered"]
-    assert event.message == "Manual trigger 'req-1' by alice: \"rerun after the fix\""
+    assert event.message == "Manual trigger 'req-1' by alice (unverified): \"rerun after the fix\""
+    assert firing["triggeredByVerified"] is False  # no admission policy vouched for it
 
 
 def test_a_bare_request_fires_as_before_with_nobody_named() -> None:
@@ -319,3 +320,19 @@ def test_a_trigger_with_bad_env_writes_nothing(capsys: pytest.CaptureFixture[str
         "punctual: --env '1X': not a variable name Kubernetes takes (letters, digits, '_', "
         "'-' and '.', not a digit first)"
     ]
+
+
+def test_a_name_the_api_server_checked_is_recorded_verified() -> None:
+    """With the triggers policy in force (--verified-triggers), the request's name is
+    verified when it is the plain annotation the policy compared with the caller."""
+    schedule = body(ASKED.annotation())
+    schedule["metadata"]["annotations"]["punctual.dev/triggered-by"] = "alice"
+    decision = decide(schedule, [], now=T0 + 10 * M, leadership=LEADER, verified_triggers=True)
+    firing = manual_firing(decision)
+    assert firing["triggeredBy"] == "alice" and firing["triggeredByVerified"] is True
+    [event] = [e for e in decision.events if e.reason == "Triggered"]
+    assert "by alice:" in event.message
+    # Another name in the plain annotation than in the request: not verified.
+    schedule["metadata"]["annotations"]["punctual.dev/triggered-by"] = "mallory"
+    decision = decide(schedule, [], now=T0 + 10 * M, leadership=LEADER, verified_triggers=True)
+    assert manual_firing(decision)["triggeredByVerified"] is False

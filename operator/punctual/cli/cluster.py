@@ -78,7 +78,7 @@ def add_trigger_command(subparsers: Any) -> None:
 
 
 def _trigger(arguments: argparse.Namespace, context: Context) -> int:
-    from punctual.core.keys import ANNOTATION_TRIGGER
+    from punctual.core.keys import ANNOTATION_TRIGGER, ANNOTATION_TRIGGERED_BY
     from punctual.core.triggers import (
         MAX_TRIGGER_REASON,
         TriggerError,
@@ -115,7 +115,10 @@ def _trigger(arguments: argparse.Namespace, context: Context) -> int:
                 "the trigger names nobody",
                 file=context.stderr,
             )
-        patch = {"metadata": {"annotations": {ANNOTATION_TRIGGER: asked.annotation()}}}
+        # The name again, plain, where the triggers admission policy compares it with the
+        # caller (crds/triggers.punctual.dev.yaml); a name it refuses is not written.
+        named = {ANNOTATION_TRIGGERED_BY: asked.triggered_by} if asked.triggered_by else {}
+        patch = {"metadata": {"annotations": {ANNOTATION_TRIGGER: asked.annotation(), **named}}}
         return await api.patch(path, patch)
 
     done = _on_schedule(arguments, context, ask)

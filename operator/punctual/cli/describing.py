@@ -97,7 +97,8 @@ def firings_table(firings: Sequence[Any], kind: str = "Job") -> list[str]:
                 kind if firing.get("job") else "-",
                 outcome,
                 str(firing.get("epoch", "")),
-                str(firing.get("triggeredBy") or "-"),
+                str(firing.get("triggeredBy") or "-")
+                + ("?" if firing.get("triggeredByVerified") is False else ""),
                 _firing_reason(firing),
             )
         )

@@ -81,6 +81,15 @@ def add_run_command(subparsers: Any) -> None:
         "the operator needs create/get/list/watch/delete/patch on them "
         "[PUNCTUAL_WORKLOAD_KINDS, comma-separated]",
     )
+    parser.add_argument(
+        "--verified-triggers",
+        dest="verified_triggers",
+        action="store_true",
+        default=(_env("PUNCTUAL_VERIFIED_TRIGGERS") or "").lower() in ("1", "true", "yes"),
+        help="the triggers admission policy (crds/triggers.punctual.dev.yaml) is bound for "
+        "the watched namespaces: record a trigger's triggeredBy as verified when it names "
+        "the caller the API server checked [PUNCTUAL_VERIFIED_TRIGGERS]",
+    )
     add("--lease-name", "PUNCTUAL_LEASE_NAME", "name of the leader-election Lease")
     add(
         "--lease-namespace",
@@ -210,6 +219,7 @@ def _run(arguments: argparse.Namespace, context: Context) -> int:
         metrics_port=arguments.metrics_port or None,
         class_name=arguments.class_name or None,
         workload_kinds=list(arguments.workload_kinds),
+        verified_triggers=arguments.verified_triggers,
     )
     problem = _problem_with(options)
     if problem is not None:

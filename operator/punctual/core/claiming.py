@@ -16,13 +16,14 @@ or reads the clock.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
 from punctual.core.decisions import JobToRelease
 from punctual.core.jobs import JobSnapshot, JobState, manual_job_name
-from punctual.core.keys import ANNOTATION_TRIGGER
+from punctual.core.keys import ANNOTATION_TRIGGER, ANNOTATION_TRIGGERED_BY
 from punctual.core.models import CronScheduleSpec, FiringOutcome, InFlightClaim, RecordedFiring
 from punctual.core.naming import job_name
 from punctual.core.planning import TickPlan
@@ -77,7 +78,13 @@ class Gathered:
 
 
 def gather(
-    schedule: ScheduleRead, plan: TickPlan, ahead: Ahead, *, epoch: int, now: datetime
+    schedule: ScheduleRead,
+    plan: TickPlan,
+    ahead: Ahead,
+    *,
+    epoch: int,
+    now: datetime,
+    verified_triggers: bool = False,
 ) -> Gathered:
     """Recover the claims in flight, take the due ticks and a manual trigger."""
     in_flight, recovering = _recover(schedule, ahead)
@@ -97,7 +104,7 @@ def gather(
         fired.append(
             RecordedFiring(tick=tick, job=name, outcome=FiringOutcome.CREATED, epoch=claimed)
         )
-    trigger, notes = _manual_trigger(schedule, now)
+    trigger, notes = _manual_trigger(schedule, now, verified_triggers)
     return Gathered(in_flight, recovering, tuple(due), trigger, tuple(fired), notes)
 
 
@@ -127,10 +134,13 @@ def _recover(
 
 
 def _manual_trigger(
-    schedule: ScheduleRead, now: datetime
+    schedule: ScheduleRead, now: datetime, verified_triggers: bool = False
 ) -> tuple[Candidate | None, tuple[EventNote, ...]]:
     """A trigger annotation with a request id not seen before fires once, now (see
-    `triggers` for its two spellings). One that cannot be honoured is reported once."""
+    `triggers` for its two spellings). One that cannot be honoured is reported once.
+    With `verified_triggers` (the triggers admission policy is in force), the name the
+    request gives is verified when it is the one the API server checked (the plain
+    punctual.dev/triggered-by annotation)."""
     value = schedule.annotations.get(ANNOTATION_TRIGGER)
     last = schedule.old.last_trigger
     if not value or last in (value, request_id(value)):  # the raw value: an older operator's
@@ -139,6 +149,9 @@ def _manual_trigger(
         asked = parse_trigger(value)
     except TriggerError as error:
         return None, (EventNote("Warning", "InvalidTrigger", str(error)),)
+    checked = schedule.annotations.get(ANNOTATION_TRIGGERED_BY)
+    if verified_triggers and asked.triggered_by is not None and checked == asked.triggered_by:
+        asked = dataclasses.replace(asked, verified=True)
     note = EventNote("Normal", "Triggered", f"Manual trigger {asked.describe()}")
     name = manual_job_name(schedule.name, asked.request)
     return Candidate(name, now, True, asked.request, FiringKind.MANUAL, asked), (note,)

@@ -83,9 +83,12 @@ def decide(
     freezes: Sequence[Freeze] = (),
     served: Served = JOBS_ONLY,
     group: Group | None = None,
+    verified_triggers: bool = False,
 ) -> Decision:
     """Decide everything about one schedule at `now` (the API server's time); `served`:
-    the kinds this installation creates (see `workloads`)."""
+    the kinds this installation creates (see `workloads`); `group`: its concurrency
+    group as it stands (`groups`); `verified_triggers`: the triggers admission policy is
+    in force (`claiming`)."""
     schedule = ScheduleRead.from_body(body, jobs)
     old = schedule.old
     # 1. Read the spec, and the kind it creates; an invalid one is reported in status
@@ -138,7 +141,16 @@ def decide(
         wake = min(filter(None, [plan.next_wake, defer_window[1]]))
         plan = dataclasses.replace(plan, next_wake=wake)
     outcome = _rules(
-        schedule, spec, plan, pause, frozen, ahead, now=now, leadership=leadership, group=group
+        schedule,
+        spec,
+        plan,
+        pause,
+        frozen,
+        ahead,
+        now=now,
+        leadership=leadership,
+        group=group,
+        verified_triggers=verified_triggers,
     )
     return _decision(body, spec, outcome, ahead, now=now, leadership=leadership, kind=kind)
 
@@ -154,12 +166,15 @@ def _rules(
     now: datetime,
     leadership: Leadership,
     group: Group | None = None,
+    verified_triggers: bool = False,
 ) -> status.Outcome:
     """Steps 4 to 8, for a valid spec and its plan: each rule's record."""
     epoch = leadership.epoch
     # 4. The candidates: claims in flight to recover, due ticks, a manual trigger, and
     #    failed ticks' next attempts whose time came (spec.retry).
-    gathered = claiming.gather(schedule, plan, ahead, epoch=epoch, now=now)
+    gathered = claiming.gather(
+        schedule, plan, ahead, epoch=epoch, now=now, verified_triggers=verified_triggers
+    )
     shared = None if group is None else group.room(len(schedule.live))
     retries = retrying.retries(spec, schedule, now=now, room=shared)
     # 5. A Skip freeze window skips the due ticks inside it.

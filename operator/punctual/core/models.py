@@ -321,6 +321,8 @@ class RecordedFiring(_ApiModel):
     # A manual trigger: who asked (as `punctual trigger` saw it), why, and the
     # concurrencyPolicy it asked for this one firing (None: the schedule's).
     triggered_by: str | None = None
+    # Whether the API server vouched for triggeredBy (the triggers admission policy).
+    triggered_by_verified: bool | None = None
     trigger_reason: str | None = None
     concurrency_policy: ConcurrencyPolicy | None = None
     env_overrides: list[str] | None = None  # a trigger's --env, KEY=VALUE (values cut at 64)

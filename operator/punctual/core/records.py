@@ -138,6 +138,7 @@ def trigger_fields(candidate: Candidate) -> dict[str, Any]:
         return {}
     return {
         "triggered_by": asked.triggered_by,
+        "triggered_by_verified": None if asked.triggered_by is None else asked.verified,
         "trigger_reason": asked.trigger_reason,
         "concurrency_policy": asked.concurrency_policy,
         "env_overrides": shown(asked.env) or None,

@@ -74,6 +74,9 @@ class TriggerRequest:
     trigger_reason: str | None = None
     concurrency_policy: ConcurrencyPolicy | None = None
     env: tuple[tuple[str, str], ...] = ()  # (name, value): set in every container
+    # The API server vouched for `triggered_by` (crds/triggers.punctual.dev.yaml): the
+    # policy is in force and the caller's own name is the plain annotation, the same one.
+    verified: bool = False
 
     def annotation(self) -> str:
         """The annotation value that asks for this request (the JSON spelling)."""
@@ -92,7 +95,7 @@ class TriggerRequest:
         """For the Triggered Event: `'ID' by admin: "rerun" (concurrencyPolicy Replace)`."""
         text = repr(self.request)
         if self.triggered_by is not None:
-            text += f" by {self.triggered_by}"
+            text += f" by {self.triggered_by}" + ("" if self.verified else " (unverified)")
         if self.trigger_reason is not None:
             text += f": {json.dumps(self.trigger_reason, ensure_ascii=False)}"
         if self.concurrency_policy is not None:

@@ -55,6 +55,9 @@ class Options:
     # Kinds a spec.workloadTemplate may create besides Jobs (--workload-kinds), each
     # RESOURCE.VERSION.GROUP (core.workloads.parse_kinds reads them).
     workload_kinds: list[str] = field(default_factory=list)
+    # The triggers admission policy is bound (crds/triggers.punctual.dev.yaml): record a
+    # trigger's name as verified when it is the one the policy checked.
+    verified_triggers: bool = False
 
     def lease_config(self, namespace: str) -> LeaseConfig:
         """The Lease these options describe, in `namespace` (ValueError if inconsistent)."""

@@ -132,6 +132,7 @@ class Operator:
             queue=self.loop,
             served=self.workloads.served,
             groups=self.groups,
+            verified_triggers=options.verified_triggers,
         )
         self.freezes = FreezeWindows(
             api,

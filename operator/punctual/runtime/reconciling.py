@@ -175,8 +175,10 @@ class Reconciler:
         queue: Queueing | None = None,
         served: Callable[[], Served] = lambda: JOBS_ONLY,
         groups: Grouping | None = None,
+        verified_triggers: bool = False,
     ) -> None:
         self.groups = groups
+        self.verified_triggers = verified_triggers  # the triggers policy is in force
         # One pass at a time per concurrency group: a member decides on the runs the
         # others hold, which includes what the previous pass just created.
         self.group_locks: dict[tuple[str, str], asyncio.Lock] = {}
@@ -325,6 +327,7 @@ class Reconciler:
             freezes=self.freezes(key[0]),
             served=self.served(),
             group=self._group(key, body),
+            verified_triggers=self.verified_triggers,
         )
         if decision.status is None:
             self.view.unwritten_since.pop(key, None)
