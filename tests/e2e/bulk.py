@@ -22,8 +22,10 @@ from punctual.kube.client import AlreadyExists, KubeClient, Unavailable
 YEARLY = "0 0 1 1 *"  # never due while a test runs (a test on New Year's Eve still passes)
 
 
-def rare(name: str) -> dict[str, Any]:
-    return {
+def rare(name: str, class_name: str | None = None) -> dict[str, Any]:
+    """A yearly schedule; with `class_name`, one that an installation without that class
+    indexes (lists, watches, counts for readiness) but never writes to."""
+    body: dict[str, Any] = {
         "apiVersion": "punctual.dev/v1",
         "kind": "CronSchedule",
         "metadata": {"name": name, "labels": {"punctual.dev/bulk": "true"}},
@@ -41,13 +43,23 @@ def rare(name: str) -> dict[str, Any]:
             },
         },
     }
+    if class_name is not None:
+        body["spec"]["className"] = class_name
+    return body
 
 
 def path(namespace: str) -> str:
     return f"/apis/punctual.dev/v1/namespaces/{namespace}/cronschedules"
 
 
-async def create_rare(api: KubeClient, namespace: str, count: int, *, at_once: int = 32) -> None:
+async def create_rare(
+    api: KubeClient,
+    namespace: str,
+    count: int,
+    *,
+    at_once: int = 32,
+    class_name: str | None = None,
+) -> None:
     """Create `count` yearly schedules named bulk-0 ... (retrying 429 and 5xx answers)."""
     names: asyncio.Queue[str | None] = asyncio.Queue()
     for i in range(count):
@@ -59,7 +71,7 @@ async def create_rare(api: KubeClient, namespace: str, count: int, *, at_once: i
         while (name := await names.get()) is not None:
             for attempt in range(20):
                 try:
-                    await api.create(path(namespace), rare(name))
+                    await api.create(path(namespace), rare(name, class_name))
                     break
                 except AlreadyExists:
                     break
