@@ -6,7 +6,7 @@ Discovery (`GET /apis/GROUP/VERSION`) tells whether it does and the kind's name
 (`Workflow` for `workflows`); a kind it serves is then listed and watched into the same
 index as the Jobs (kube.jobwatching), and its schedules are decided once that list is
 in. A kind the API server does not serve yet (its CustomResourceDefinition not
-installed) is asked again every `REDISCOVER`: when it appears, its schedules are woken
+installed, or cluster-scoped) is asked again every `REDISCOVER`: when it appears, its schedules are woken
 and fire, without a restart. `served()` is what decisions read (core.workloads.Served).
 
 A discovery error other than 404 (the API server down, an aggregated API failing) says
@@ -31,7 +31,7 @@ from punctual.kube.jobwatching import JobIndex
 
 logger = logging.getLogger(__name__)
 
-REDISCOVER = 15.0  # seconds between asks for a kind the API server does not serve yet
+REDISCOVER = 10.0  # seconds between asks for a kind the API server does not serve yet
 
 
 class Workloads:
@@ -106,7 +106,14 @@ class Workloads:
             logger.warning("discovering %s: %s (its schedules wait)", kind.name, error)
             return
         for resource in body.get("resources") or []:
-            if resource.get("name") == kind.resource and resource.get("namespaced", True):
+            if resource.get("name") == kind.resource and not resource.get("namespaced", True):
+                logger.warning(
+                    "%s is cluster-scoped: a schedule creates its runs in its own namespace, "
+                    "so its schedules are InvalidSpec",
+                    kind.name,
+                )
+                break
+            if resource.get("name") == kind.resource:
                 found = dataclasses.replace(kind, kind=str(resource.get("kind") or ""))
                 self.found[kind.name] = found
                 self.missing.discard(kind.name)
