@@ -200,8 +200,8 @@ def job_templates(draw: Draw) -> dict[str, Any]:
             )
         )
         template["metadata"] = {"labels": labels}
-    if draw(st.integers(0, 19)) == 0:  # a huge annotation (100 kB of unicode)
-        template.setdefault("metadata", {})["annotations"] = {"note": "é☃" * 50_000}
+    if draw(st.integers(0, 19)) == 0:  # a huge annotation (50 kB of unicode)
+        template.setdefault("metadata", {})["annotations"] = {"note": "é☃" * 10_000}
     return template
 
 
@@ -834,13 +834,18 @@ async def test_random_specs_are_refused_or_reported_and_never_slow_the_good_ones
         t1 = time.monotonic()
         stored: dict[str, dict[str, Any]] = {}
         while True:
-            listed = await api.get(path)
+            try:  # a list of every object: the API server is slow to answer it under load
+                listed = await api.get(path)
+            except Unavailable:
+                if time.monotonic() - t1 > STATUS_DEADLINE:
+                    break
+                continue
             stored = {i["metadata"]["name"]: i for i in listed.get("items") or []}
             missing = [n for n in sorted(waited) if not settled(stored.get(n, {}))]
             assert op.proc.poll() is None, "the operator exited"
             if not missing or time.monotonic() - t1 > STATUS_DEADLINE:
                 break
-            await asyncio.sleep(1)
+            await asyncio.sleep(2)
         statuses_in = time.monotonic() - t1
         await asyncio.sleep(5)  # the good ones fire on past the last status write
         finished = now()
