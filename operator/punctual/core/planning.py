@@ -90,6 +90,10 @@ from punctual.core.schedules import clear_caches as clear_schedule_caches
 MAX_EXAMPLES: Final = 3
 
 _TINY: Final = timedelta(microseconds=1)
+# The instants a runAt or an exclusion may name: what datetime holds, less two days at
+# each end, so that a zone's offset, the jitter and a day's step stay inside it.
+_EARLIEST: Final = date(1, 1, 3)
+_LATEST: Final = date(9999, 12, 29)
 
 
 class TickReason(StrEnum):
@@ -213,6 +217,7 @@ def _fingerprint(
 
 def tick_source(spec: CronScheduleSpec, *, uid: str) -> TickSource:
     """The ticks of a spec (cron, one-shot or combined); ScheduleError if unusable."""
+    _require_in_range(spec)
     combined = spec.schedules is not None or spec.exclude or spec.start_time or spec.end_time
     if spec.run_at is not None:
         if combined or spec.max_runs is not None:
@@ -224,6 +229,26 @@ def tick_source(spec: CronScheduleSpec, *, uid: str) -> TickSource:
         hash_key = uid if uses_hash(spec.schedule) else None
         return _cron_ticks(spec.schedule, spec.time_zone, hash_key)
     return _combined(spec, uid, with_exclusions=True)
+
+
+def _require_in_range(spec: CronScheduleSpec) -> None:
+    """ScheduleError naming a runAt, startTime or exclusion at the very ends of the
+    calendar (0001-01-01, 9999-12-31): planning them would step outside what datetime
+    holds. (An endTime there is fine: nothing is planned past it.)"""
+    named: list[tuple[str, date]] = []
+    for key, instant in (("runAt", spec.run_at), ("startTime", spec.start_time)):
+        if instant is not None:
+            named.append((key, instant.date()))
+    for i, exclusion in enumerate(spec.exclude):
+        named += [(f"exclude[{i}].dates[{k}]", d) for k, d in enumerate(exclusion.dates or ())]
+        for key, instant in (("from", exclusion.start), ("to", exclusion.to)):
+            if instant is not None:
+                named.append((f"exclude[{i}].{key}", instant.date()))
+    for field, day in named:
+        if not _EARLIEST <= day <= _LATEST:
+            raise ScheduleError(
+                field, day.isoformat(), f"must be between {_EARLIEST} and {_LATEST}"
+            )
 
 
 def _combined(spec: CronScheduleSpec, uid: str, *, with_exclusions: bool) -> CombinedTicks:

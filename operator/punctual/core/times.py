@@ -18,10 +18,15 @@ ONE_SECOND: Final = timedelta(seconds=1)
 
 
 def as_utc(value: datetime) -> datetime:
-    """`value` in UTC; ValueError if it has no UTC offset."""
+    """`value` in UTC; ValueError if it has no UTC offset, or if it is outside what
+    datetime holds in UTC (9999-12-31T23:59:59-01:00): a ValueError, so that the spec's
+    reading (pydantic) reports it as that field's error rather than raising."""
     if value.tzinfo is None or value.utcoffset() is None:
         raise ValueError("must be an RFC 3339 time with a UTC offset, e.g. 2026-11-25T02:00:00Z")
-    return value.astimezone(UTC)
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        raise ValueError("outside the years 1-9999 in UTC") from None
 
 
 def parse_time(value: str, *, naive_zone: tzinfo | None = None) -> datetime:
@@ -37,10 +42,7 @@ def parse_time(value: str, *, naive_zone: tzinfo | None = None) -> datetime:
         raise ValueError("not an RFC 3339 time") from None
     if parsed.tzinfo is None and naive_zone is not None:
         parsed = parsed.replace(tzinfo=naive_zone)
-    try:
-        return as_utc(parsed)
-    except OverflowError:
-        raise ValueError("outside the years 1-9999 in UTC") from None
+    return as_utc(parsed)
 
 
 def maybe_time(value: object) -> datetime | None:

@@ -27,8 +27,8 @@ Rules:
   removes every instant before `start` and from `end` on.
 
 What it must never do: read the clock, know the CronSchedule resource, or loop without
-a bound: a search skips at most MAX_SKIPPED_DAYS excluded days in a row, then says
-there is no further tick.
+a bound: a search skips at most MAX_SKIPPED_DAYS excluded days in a row (and no more
+than that many days of time), then says there is no further tick.
 """
 
 from __future__ import annotations
@@ -50,6 +50,11 @@ from punctual.core.times import EPOCH
 # How many wholly excluded days (or excluded ranges) one next/previous search skips
 # before it gives up: about eleven years of an excluded daily schedule.
 MAX_SKIPPED_DAYS: Final = 4000
+# And how far in time it skips days the wall exclusions empty, from the start or the
+# last excluded range: the same eleven years for sparser entries too. (Counted in days
+# only, a yearly entry whose every tick an exclusion removes was searched for 4000
+# years: half a second of the event loop per search, every other schedule waiting.)
+_SKIPPED_SPAN: Final = MAX_SKIPPED_DAYS * 86_400
 # Whole ordinary days whose count one CombinedTicks remembers, by signature.
 _MAX_SIGNATURES: Final = 4096
 _NEVER: Final = 1 << 62  # an instant after every tick
@@ -260,6 +265,7 @@ class CombinedTicks:
     # --- the same in whole seconds -------------------------------------------------
 
     def next_second(self, after: int) -> int | None:
+        horizon = after + _SKIPPED_SPAN
         for _ in range(MAX_SKIPPED_DAYS):
             found = [t for t in (e.next_second(after) for e in self.entries) if t is not None]
             if not found:
@@ -270,6 +276,7 @@ class CombinedTicks:
                 if cut[1] >= _NEVER:
                     return None
                 after = cut[1] - 1
+                horizon = after + _SKIPPED_SPAN
                 continue
             if not self._wall_excludes(tick):
                 return tick
@@ -278,9 +285,12 @@ class CombinedTicks:
             if bits:
                 return tick + (bits & -bits).bit_length() - 1
             after = day.end - 1
+            if after > horizon:
+                return None
         return None
 
     def prev_second(self, at_or_before: int) -> int | None:
+        horizon = at_or_before - _SKIPPED_SPAN
         for _ in range(MAX_SKIPPED_DAYS):
             found = [
                 t for t in (e.prev_second(at_or_before) for e in self.entries) if t is not None
@@ -293,6 +303,7 @@ class CombinedTicks:
                 if cut[0] <= -_NEVER:
                     return None
                 at_or_before = cut[0] - 1
+                horizon = at_or_before - _SKIPPED_SPAN
                 continue
             if not self._wall_excludes(tick):
                 return tick
@@ -301,6 +312,8 @@ class CombinedTicks:
             if bits:
                 return day.start + bits.bit_length() - 1
             at_or_before = day.start - 1
+            if at_or_before < horizon:
+                return None
         return None
 
     def count_seconds(self, low: int, high: int) -> int:
