@@ -121,6 +121,15 @@ def test_explain(capsys: pytest.CaptureFixture[str]) -> None:
     assert lines == ["Every 15 minutes."]
 
 
+def test_explain_words_a_day_of_week_range_ending_on_sunday(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    status, lines, err = run(["explain", "0 9 * * sat-sun"], capsys)
+    assert (status, lines, err) == (0, ["At 09:00, on Saturday and Sunday."], "")
+    _status, lines, _err = run(["explain", "0 9 * * fri-0"], capsys)
+    assert lines == ["At 09:00, on Friday through Sunday."]
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
@@ -218,7 +227,7 @@ MALFORMED_SCHEDULES: list[tuple[str, list[str], str]] = [
     ("5-1 * * * *", [], "minute"),
     ("* * * * 5-1", [], "day-of-week"),
     ("* * * dec-jan *", [], "month"),
-    ("0 0 * * mon-sun", [], "day-of-week"),
+    ("0 0 * * tue-mon", [], "day-of-week"),
     ("0 0 L/2 * *", [], "day-of-month"),
     ("0 0 LW/2 * *", [], "day-of-month"),
     ("0 0 * * 5L/2", [], "day-of-week"),
