@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 from datetime import UTC, datetime
+from importlib import metadata
 
 import pytest
 
@@ -106,6 +107,22 @@ def test_bad_input_is_one_line_and_status_2(
     assert lines == []
     assert err.count("\n") == 1
     assert err.startswith(f"punctual: {message}")
+
+
+def test_version_prints_the_installed_version(capsys: pytest.CaptureFixture[str]) -> None:
+    status, lines, err = run(["--version"], capsys)
+    assert (status, err) == (0, "")
+    assert lines == [f"punctual {metadata.version('punctual')}"]
+
+
+def test_version_from_a_bare_source_tree_says_unknown(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def missing(name: str) -> str:
+        raise metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(metadata, "version", missing)
+    assert run(["--version"], capsys)[:2] == (0, ["punctual unknown"])
 
 
 def test_explain(capsys: pytest.CaptureFixture[str]) -> None:
