@@ -37,10 +37,14 @@ locked_install() {
 }
 
 make_venv() {
-  local version=$1 interpreter=$2 dir=$3
-  if [[ -z $interpreter ]] ||
-    [[ $("$interpreter" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null) != "$version" ]]; then
+  local version=$1 interpreter=$2 dir=$3 found
+  if [[ -z $interpreter ]]; then
     echo "no Python $version found (looked in ~/.pyenv/versions/$version.*/bin, then for python$version on PATH): install it or set PYTHON${version/./}=/path/to/python$version" >&2
+    exit 1
+  fi
+  found=$("$interpreter" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null) || true
+  if [[ $found != "$version" ]]; then
+    echo "$interpreter is not Python $version (it says '${found:-nothing}'): set PYTHON${version/./}=/path/to/python$version" >&2
     exit 1
   fi
   if ! "$dir/bin/python" -c "" 2>/dev/null; then
