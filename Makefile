@@ -24,10 +24,44 @@ $(BIN)/.installed: requirements.lock pyproject.toml
 .PHONY: venv
 venv: $(BIN)/.installed ## Create .venv and install the locked dependencies and Punctual
 
+# The other Pythons Punctual supports (requires-python): the unit suite and the package
+# run on each, in .venv-3.12 and .venv-3.13 (3.14 too where an interpreter is found). The
+# venv, the linters and the image stay on $(PYTHON), 3.11. An interpreter is looked for in
+# pyenv's versions, then on PATH; PYTHON312=/path/to/python3.12 (and so on) overrides.
+SUPPORTED_PYTHONS := 3.11 3.12 3.13 3.14
+find_python = $(or $(PYTHON$(subst .,,$(1))),$(firstword \
+  $(wildcard $(HOME)/.pyenv/versions/$(1).*/bin/python$(1)) \
+  $(shell command -v python$(1) 2>/dev/null)))
+EXTRA_PYTHONS := 3.12 3.13 $(if $(call find_python,3.14),3.14)
+EXTRA_VENVS := $(EXTRA_PYTHONS:%=.venv-%/.installed)
+
+.venv-%/.installed: requirements.lock pyproject.toml
+	@e2e/pythons.sh venv $* "$(call find_python,$*)" .venv-$*
+	@touch $@
+
+.PHONY: unit-pythons
+unit-pythons: $(EXTRA_VENVS) ## Unit tests on Python 3.12 and 3.13 too (3.14 where found), in .venv-3.12, .venv-3.13
+	@$(if $(filter 3.14,$(EXTRA_PYTHONS)),,echo "Python 3.14: no interpreter found, its unit run skipped")
+	@for v in $(EXTRA_PYTHONS); do echo "unit tests on Python $$v"; \
+	  .venv-$$v/bin/pytest tests/unit -q -p no:cacheprovider || exit 1; done
+
+.PHONY: package
+package: venv $(EXTRA_VENVS) ## Build the wheel and sdist into dist/; install each in a clean venv on every supported Python, run punctual --version
+	@e2e/pythons.sh package dist $(BIN)/python $(EXTRA_PYTHONS:%=.venv-%/bin/python)
+
 .PHONY: lock
-lock: ## Re-resolve requirements.lock from pyproject.toml (needs uv on PATH)
+lock: ## Re-resolve requirements.lock from pyproject.toml (needs uv on PATH); check it fits every supported Python
 	uv pip compile pyproject.toml --extra dev --generate-hashes --python-version 3.11 \
 	  --quiet --output-file requirements.lock
+	@# One lock serves 3.11 to 3.14 while every version resolves to the same pins and hashes
+	@# (the hashes name every wheel of a version). If one does not, it needs a lock of its own.
+	@set -e; tmp=$$(mktemp -d); trap 'rm -rf $$tmp' EXIT; for v in $(SUPPORTED_PYTHONS); do \
+	  cp requirements.lock $$tmp/$$v.lock; \
+	  uv pip compile pyproject.toml --extra dev --generate-hashes --python-version $$v \
+	    --quiet --output-file $$tmp/$$v.lock; \
+	  diff -q <(grep -v '^ *#' requirements.lock) <(grep -v '^ *#' $$tmp/$$v.lock) >/dev/null || \
+	    { echo "requirements.lock does not fit Python $$v (uv pip compile --python-version $$v differs)"; exit 1; }; \
+	done; echo "requirements.lock fits Python $(SUPPORTED_PYTHONS)"
 
 .PHONY: binaries
 binaries: ## Build (once, cached in ~/.cache/punctual) etcd, the control plane, kubelet, kube-proxy, kwok, helm
@@ -101,7 +135,7 @@ e2e: venv binaries image ## End-to-end tests against a real control plane (start
 	PUNCTUAL_IMAGE=$(IMAGE) $(BIN)/pytest tests/e2e -q
 
 .PHONY: test
-test: lint unit e2e ## Everything CI runs: lint, unit, then e2e tests
+test: lint unit unit-pythons package e2e ## Everything CI runs: lint, unit (3.11, then 3.12 and 3.13), package, then e2e tests
 
 .PHONY: chaos
 chaos: venv binaries ## A ~20-minute fault campaign (100 faults, audit-log oracle); prints its table
@@ -138,4 +172,4 @@ bench-planning: venv ## Print the planner's cost per schedule (µs)
 
 .PHONY: clean
 clean: cluster-down ## Remove the virtualenv and local state (the binary cache stays)
-	rm -rf $(VENV) $(CLUSTER_DIR) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .venv-3.* dist build $(CLUSTER_DIR) .pytest_cache .mypy_cache .ruff_cache

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 from datetime import UTC, datetime
+from importlib import metadata
 
 import pytest
 
@@ -108,6 +109,22 @@ def test_bad_input_is_one_line_and_status_2(
     assert err.startswith(f"punctual: {message}")
 
 
+def test_version_prints_the_installed_version(capsys: pytest.CaptureFixture[str]) -> None:
+    status, lines, err = run(["--version"], capsys)
+    assert (status, err) == (0, "")
+    assert lines == [f"punctual {metadata.version('punctual')}"]
+
+
+def test_version_from_a_bare_source_tree_says_unknown(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def missing(name: str) -> str:
+        raise metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(metadata, "version", missing)
+    assert run(["--version"], capsys)[:2] == (0, ["punctual unknown"])
+
+
 def test_explain(capsys: pytest.CaptureFixture[str]) -> None:
     status, lines, _err = run(["explain", "0 2 * * *", "--timezone", "Europe/Berlin"], capsys)
     assert (status, lines) == (
@@ -119,6 +136,15 @@ def test_explain(capsys: pytest.CaptureFixture[str]) -> None:
     )
     _status, lines, _err = run(["explain", "*/15 * * * *"], capsys)
     assert lines == ["Every 15 minutes."]
+
+
+def test_explain_words_a_day_of_week_range_ending_on_sunday(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    status, lines, err = run(["explain", "0 9 * * sat-sun"], capsys)
+    assert (status, lines, err) == (0, ["At 09:00, on Saturday and Sunday."], "")
+    _status, lines, _err = run(["explain", "0 9 * * fri-0"], capsys)
+    assert lines == ["At 09:00, on Friday through Sunday."]
 
 
 @pytest.mark.parametrize(
@@ -218,7 +244,7 @@ MALFORMED_SCHEDULES: list[tuple[str, list[str], str]] = [
     ("5-1 * * * *", [], "minute"),
     ("* * * * 5-1", [], "day-of-week"),
     ("* * * dec-jan *", [], "month"),
-    ("0 0 * * mon-sun", [], "day-of-week"),
+    ("0 0 * * tue-mon", [], "day-of-week"),
     ("0 0 L/2 * *", [], "day-of-month"),
     ("0 0 LW/2 * *", [], "day-of-month"),
     ("0 0 * * 5L/2", [], "day-of-week"),

@@ -73,13 +73,43 @@ def test_a_one_value_range_ticks_only_at_that_value(expression: str, expected: l
         ("* * 31-1 * *", "day-of-month range 31-1 is reversed"),
         ("* * * dec-jan *", "month range dec-jan is reversed"),
         ("* * * * 5-1", "day-of-week range 5-1 is reversed"),
-        ("* * * * sat-sun", "day-of-week range sat-sun is reversed (Sunday is also 7)"),
+        ("* * * * tue-mon", "day-of-week range tue-mon is reversed"),
+        ("* * * * 5-3", "day-of-week range 5-3 is reversed"),
+        ("* * * * 7-sat", "day-of-week range 7-sat is reversed"),
         ("30-10 * * * * *", "second range 30-10 is reversed"),
         ("10-5/2 * * * *", "minute range 10-5 is reversed"),
     ],
 )
 def test_a_reversed_range_is_refused_naming_its_field(expression: str, problem: str) -> None:
     assert refusal(expression) == problem
+
+
+# 2026-11-28 is a Saturday, 2026-11-27 a Friday, 2026-11-30 a Monday.
+@pytest.mark.parametrize(
+    ("weekdays", "values", "first_ticks", "sentence"),
+    [
+        ("sat-sun", (0, 6), ["11-28", "11-29", "12-05"], "on Saturday and Sunday"),
+        ("SAT-SUN", (0, 6), ["11-28", "11-29", "12-05"], "on Saturday and Sunday"),
+        ("6-0", (0, 6), ["11-28", "11-29", "12-05"], "on Saturday and Sunday"),
+        ("fri-0", (0, 5, 6), ["11-27", "11-28", "11-29", "12-04"], "on Friday through Sunday"),
+        ("5-0", (0, 5, 6), ["11-27", "11-28", "11-29", "12-04"], "on Friday through Sunday"),
+        ("mon-sun", (0, 1, 2, 3, 4, 5, 6), ["11-26", "11-27", "11-28"], "every day"),
+        ("fri-sun/2", (0, 5), ["11-27", "11-29", "12-04"], "on Sunday and Friday"),
+        ("sat-sun/2", (6,), ["11-28", "12-05"], "on Saturday"),
+        ("mon-0/2", (0, 1, 3, 5), ["11-27", "11-29", "11-30", "12-02"],
+         "on Sunday, Monday, Wednesday and Friday"),
+        ("7-0", (0,), ["11-29", "12-06"], "on Sunday"),
+        ("1,sat-sun", (0, 1, 6), ["11-28", "11-29", "11-30"], "on Monday, Saturday and Sunday"),
+    ],
+)  # fmt: skip
+def test_a_day_of_week_range_ending_on_sunday_ends_at_7(
+    weekdays: str, values: tuple[int, ...], first_ticks: list[str], sentence: str
+) -> None:
+    expression = f"0 9 * * {weekdays}"
+    assert tuple(sorted(parse_fields(expression).day_rule.weekdays)) == values
+    expected = [f"2026-{day}T09:00:00+00:00" for day in first_ticks]
+    assert upcoming(expression, len(first_ticks)) == expected
+    assert explain(expression) == f"At 09:00, {sentence}."
 
 
 @pytest.mark.parametrize(

@@ -23,6 +23,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from importlib import metadata
 from pathlib import Path
 from typing import Any, Final, NoReturn, TextIO, TypeAlias, cast
 
@@ -173,9 +174,34 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
+def package_version() -> str:
+    """The installed distribution's version; "unknown" when run from a bare source tree."""
+    try:
+        return metadata.version("punctual")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+class _VersionAction(argparse.Action):
+    """`--version`: `punctual <version>` on stdout, exit 0; the version read only if asked."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        sys.stdout.write(f"punctual {package_version()}\n")
+        parser.exit(EXIT_OK)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(
         prog="punctual", description="Punctual: cron for Kubernetes, one Job per tick."
+    )
+    parser.add_argument(
+        "--version", action=_VersionAction, nargs=0, help="print the version and exit"
     )
     subparsers: Subparsers = parser.add_subparsers(
         dest="command",

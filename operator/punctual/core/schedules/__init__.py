@@ -22,7 +22,9 @@ saving) plus a few extensions:
 * A field is a list of items; an item is `*`, `a` or `a-b`, each with an optional
   `/n` (n > 0; a step wider than the range leaves its first value). Month and
   day-of-week take three-letter names; day-of-week takes 0-7 (0 and 7 are Sunday).
-  A one-value range `5-5` is `{5}`; a reversed range `5-1` is refused; a list
+  A one-value range `5-5` is `{5}`; a reversed range `5-1` is refused, except a
+  day-of-week range ending on Sunday (`sat-sun`, `fri-0`, `5-0/2`), which ends at 7
+  (cronie accepts it and never runs it; croniter runs it); a list
   containing `*` (`*,5`) is the whole field. Extension: `a/n` means `a-max/n`
   (for day-of-week, `a-6/n`, as croniter read it).
 * Day-of-month and day-of-week: when either field's text starts with `*` (`*`,

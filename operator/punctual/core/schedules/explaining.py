@@ -142,7 +142,9 @@ def _weekdays_text(rule: DayRule, last: str) -> str:
     """ "Monday through Friday", "the last Friday and the second Monday of the month"."""
     items: list[str] = []
     if rule.weekdays:
-        items.append(_values_text(sorted(rule.weekdays), WEEKDAY_NAMES, last))
+        # With Saturday, Sunday ends the week: `fri-sun` is "Friday through Sunday".
+        weekdays = sorted(day or 7 if 6 in rule.weekdays else day for day in rule.weekdays)
+        items.append(_values_text(weekdays, (*WEEKDAY_NAMES, WEEKDAY_NAMES[0]), last))
     items.extend(f"the last {WEEKDAY_NAMES[day]}" for day in sorted(rule.last_weekdays))
     items.extend(
         f"the {ordinal_word(number)} {WEEKDAY_NAMES[day]}"

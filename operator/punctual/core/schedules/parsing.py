@@ -470,9 +470,10 @@ def _parse_item(
     first = _value(reader, spec, token, first_text)
     if dash:
         last = _value(reader, spec, token, last_text)
+        if spec is _WEEKDAY and last == 0 and first > 0:
+            last = 7  # `sat-sun`, `fri-0`: a day-of-week range ending on Sunday ends at 7
         if first > last:
-            hint = " (Sunday is also 7)" if spec is _WEEKDAY and last == 0 else ""
-            raise reader.bad(f"{spec.name} range {base} is reversed{hint}")
+            raise reader.bad(f"{spec.name} range {base} is reversed")
     elif slash:  # `a/n`, an extension: from a to the end of the field (Saturday for days)
         last = 6 if spec is _WEEKDAY and first < 7 else spec.high
     else:
