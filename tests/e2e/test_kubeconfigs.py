@@ -172,7 +172,7 @@ def test_run_trigger_history_and_describe_authenticate_with_an_exec_plugin(
     history = punctual("history", "manual", kubeconfig=kubeconfig)
     assert history.returncode == 0, history.stderr
     header = history.stdout.splitlines()[0].split()
-    assert header == ["TICK", "JOB", "OUTCOME", "EPOCH", "BY", "REASON"]
+    assert header == ["TICK", "JOB", "KIND", "OUTCOME", "EPOCH", "BY", "REASON"]
     assert "(manual)" in history.stdout
     assert runs(log) == before + 1
     described = punctual("describe", "manual", kubeconfig=kubeconfig)

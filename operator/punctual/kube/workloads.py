@@ -6,8 +6,9 @@ Discovery (`GET /apis/GROUP/VERSION`) tells whether it does and the kind's name
 (`Workflow` for `workflows`); a kind it serves is then listed and watched into the same
 index as the Jobs (kube.jobwatching), and its schedules are decided once that list is
 in. A kind the API server does not serve yet (its CustomResourceDefinition not
-installed, or cluster-scoped) is asked again every `REDISCOVER`: when it appears, its schedules are woken
-and fire, without a restart. `served()` is what decisions read (core.workloads.Served).
+installed, or cluster-scoped) is asked again every `REDISCOVER`: when it appears, its
+schedules are woken and fire, without a restart. `served()` is what decisions read
+(core.workloads.Served).
 
 A discovery error other than 404 (the API server down, an aggregated API failing) says
 nothing: the kind's schedules wait, as if it were being listed, rather than be called
