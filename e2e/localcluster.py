@@ -286,14 +286,15 @@ class LocalCluster:
         self._save_pids()
         return proc.pid
 
-    def stop(self, name: str, timeout: float = 15.0) -> None:
-        """Stop one component by its recorded pid: SIGTERM, then SIGKILL after `timeout`."""
+    def stop(self, name: str, timeout: float = 15.0, sig: int = signal.SIGTERM) -> None:
+        """Stop one component by its recorded pid: `sig` (SIGTERM, or SIGKILL for a crash),
+        then SIGKILL after `timeout`."""
         pid = self.pids.pop(name, None)
         self._save_pids()
         if pid is None or not _alive(pid):
             return
         with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGTERM)
+            os.kill(pid, sig)
         end = time.monotonic() + timeout
         while time.monotonic() < end and _alive(pid):
             time.sleep(0.05)
@@ -322,6 +323,31 @@ class LocalCluster:
             self._check_alive("etcd", "kube-apiserver")
             time.sleep(0.2)
         raise TimeoutError(f"kube-apiserver not ready after {timeout:.0f}s: {last}")
+
+    def wait_serving(self, name: str, timeout: float = 60.0) -> None:
+        """Wait until kube-controller-manager or kube-scheduler answers on its secure port
+        (any HTTP status will do: it answers once it is up, whoever may ask)."""
+        port = {
+            "kube-controller-manager": self.ports.controller_manager,
+            "kube-scheduler": self.ports.scheduler,
+        }[name]
+        ctx = ssl.create_default_context()
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE  # its serving certificate is self-signed at start
+        end = time.monotonic() + timeout
+        while True:
+            try:
+                with urllib.request.urlopen(
+                    f"https://127.0.0.1:{port}/healthz", context=ctx, timeout=2
+                ):
+                    return
+            except urllib.error.HTTPError:
+                return
+            except OSError as exc:
+                self._check_alive(name)
+                if time.monotonic() > end:
+                    raise TimeoutError(f"{name} not serving after {timeout:.0f}s: {exc}") from exc
+                time.sleep(0.2)
 
     def request(self, method: str, path: str, body: object | None = None) -> tuple[int, str]:
         """One authenticated request to the API server (for readiness and set-up)."""

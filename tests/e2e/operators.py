@@ -47,13 +47,16 @@ class Operators:
         lease: tuple[str, ...] = FAST_LEASE,
         env: dict[str, str] | None = None,
         uid: int | None = None,
+        wrapper: tuple[str, ...] = (),
     ) -> OperatorProcess:
         """Start `punctual run` for this test's namespace.
 
         `env` adds to (or, with an empty value, removes from) the environment. `uid`
         runs the process as that numeric user and group with no supplementary groups,
         as a container runtime does; it keeps only CAP_DAC_READ_SEARCH so that the
-        interpreter and kubeconfig under root-only directories stay readable.
+        interpreter and kubeconfig under root-only directories stay readable. `wrapper`
+        runs before that (for example `ip netns exec NS`, to start it in a network
+        namespace).
         """
         environ = {**os.environ, "KUBECONFIG": str(self.cluster.kubeconfig)}
         environ["PYTHONUNBUFFERED"] = "1"
@@ -74,7 +77,7 @@ class Operators:
             log=self.workdir / f"operator-{identity}.log",
             env=environ,
             cwd=REPO,
-            wrapper=as_user,
+            wrapper=[*wrapper, *as_user],
         )
         self.started.append(op)
         return op
