@@ -5,6 +5,10 @@ mallory (impersonated by the admin kubeconfig, each allowed to patch CronSchedul
 ask for manual runs. Mallory naming alice is refused, a bare trigger naming nobody is
 refused, mallory naming mallory fires, and the operator (--verified-triggers) records it
 verified. The audit log shows the refused patch under mallory's name.
+
+(Named to run before tests/e2e/test_chart.py: in one API server, after that file's Helm
+install and uninstall, a new binding of this policy was not enforced within 60 s on
+kube-apiserver 1.36, twice, while the fencing policy's were; not understood yet.)
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from .conftest import REPO, Cluster
 from .operators import operators, wait_until
@@ -25,14 +30,20 @@ POLICY = REPO / "crds" / "triggers.punctual.dev.yaml"
 
 
 def bind(cluster: Cluster, namespace: str) -> str:
-    cluster.kubectl("apply", "-f", str(POLICY))
+    """The policy, under a name of this test's own (the same rules), bound to its
+    namespace. (The shared name, once bound by an earlier test's Helm release and
+    unbound, was not enforced again for a new binding in one run on kube-apiserver
+    1.36; a name of the test's own keeps the tests independent of each other.)"""
+    policy = yaml.safe_load(POLICY.read_text())
     name = f"punctual-triggers-{namespace}"
+    policy["metadata"]["name"] = name
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(policy))
     binding = {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingAdmissionPolicyBinding",
         "metadata": {"name": name},
         "spec": {
-            "policyName": "punctual-triggers.punctual.dev",
+            "policyName": name,
             "validationActions": ["Deny"],
             "matchResources": {
                 "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}
@@ -140,3 +151,4 @@ def test_a_forged_triggered_by_is_refused_and_a_true_one_recorded_verified(
             assert 200 in codes  # the honest one
     finally:
         crd.kubectl("delete", "validatingadmissionpolicybinding", binding, check=False)
+        crd.kubectl("delete", "validatingadmissionpolicy", binding, check=False)
