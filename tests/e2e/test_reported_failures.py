@@ -709,7 +709,7 @@ def test_job_controller_down_forbid_buffer_one_pause_on_failure_as_documented_no
             ]
             return len(failed) == len(pf) and len(fired) >= 2
 
-        wait_until(settled, 45, what="every pf Job failed, fb and bo firing again")
+        wait_until(settled, 90, what="every pf Job failed, fb and bo firing again")
         time.sleep(every)  # the last failures recorded
         end = now()
         metrics = op.scrape()
