@@ -188,7 +188,7 @@ async def test_a_fence_the_api_server_cannot_evaluate_yet_keeps_the_claim_in_fli
         "to find resource referenced by paramKind: 'punctual.dev/v1, Kind=Fence'"
     )
     api = server()
-    api.fail("create", f"{JOBS}/{name}", ApiError(403, "Forbidden", message))
+    api.fail("create", f"{JOBS}/{name}", Invalid(422, "Invalid", message))  # as the server says
     applied = await applier(api).apply(schedule(), Decision(status=CLAIM, creates=(create(name),)))
     assert applied.pending == [name]
     assert not applied.failed

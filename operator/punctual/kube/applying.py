@@ -63,7 +63,8 @@ FENCED = "punctual fencing"
 # "ValidatingAdmissionPolicy '...' denied request: failed to configure policy: failed to
 # find resource referenced by paramKind: 'punctual.dev/v1, Kind=Fence'". A restarted
 # kube-apiserver says this of the fence for about 20 s after it is ready, until it has
-# discovered the Fence CRD again: a verdict on the server, not on the Job.
+# discovered the Fence CRD again: a verdict on the server, not on the Job. Its code is
+# 422 (reason Invalid), though its message says "is forbidden".
 POLICY_UNCONFIGURED = "denied request: failed to configure"
 
 
@@ -72,7 +73,8 @@ def refused_for_now(error: ApiError) -> bool:
     than recorded as a failed firing: the fence refused it (this replica is not yet, or
     no longer, the leader the server knows), or an admission policy could not be
     evaluated yet."""
-    return error.status == 403 and (FENCED in error.message or POLICY_UNCONFIGURED in error.message)
+    fenced = error.status == 403 and FENCED in error.message
+    return fenced or (error.status in (403, 422) and POLICY_UNCONFIGURED in error.message)
 
 
 class NotLeader(Exception):
