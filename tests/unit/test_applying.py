@@ -177,6 +177,34 @@ async def test_the_fences_403_keeps_the_claim_in_flight() -> None:
     assert api.calls == [("replace", STATUS), ("create", f"{JOBS}/{name}")]  # nothing settled
 
 
+async def test_a_fence_the_api_server_cannot_evaluate_yet_keeps_the_claim_in_flight() -> None:
+    """A restarted kube-apiserver refuses every fenced create for about 20 s, until it has
+    discovered the Fence CRD again (found by `make chaos`: each API server restart lost
+    every tick of those seconds as a failed firing)."""
+    name = "nightly-1"
+    message = (
+        f'jobs.batch "{name}" is forbidden: ValidatingAdmissionPolicy '
+        "'punctual-fencing.punctual.dev' denied request: failed to configure policy: failed "
+        "to find resource referenced by paramKind: 'punctual.dev/v1, Kind=Fence'"
+    )
+    api = server()
+    api.fail("create", f"{JOBS}/{name}", Invalid(422, "Invalid", message))  # as the server says
+    applied = await applier(api).apply(schedule(), Decision(status=CLAIM, creates=(create(name),)))
+    assert applied.pending == [name]
+    assert not applied.failed
+    assert api.calls == [("replace", STATUS), ("create", f"{JOBS}/{name}")]  # nothing settled
+
+
+async def test_another_403_is_a_failed_firing() -> None:
+    name = "nightly-1"
+    refused = ApiError(403, "Forbidden", f'jobs.batch "{name}" is forbidden: exceeded quota')
+    api = server()
+    api.fail("create", f"{JOBS}/{name}", refused)
+    applied = await applier(api).apply(schedule(), Decision(status=CLAIM, creates=(create(name),)))
+    assert not applied.pending
+    assert applied.failed == {name: f"the API server rejected Job {name}: {refused.message}"}
+
+
 async def test_a_transient_failure_stays_pending() -> None:
     name = "nightly-1"
     api = server()

@@ -58,6 +58,23 @@ Body = dict[str, Any]
 
 # The message prefix of the ValidatingAdmissionPolicy in crds/fencing.punctual.dev.yaml.
 FENCED = "punctual fencing"
+# The API server's words when an admission policy could not be evaluated at all (its
+# paramKind not resolved yet, its parameter absent under parameterNotFoundAction: Deny):
+# "ValidatingAdmissionPolicy '...' denied request: failed to configure policy: failed to
+# find resource referenced by paramKind: 'punctual.dev/v1, Kind=Fence'". A restarted
+# kube-apiserver says this of the fence for about 20 s after it is ready, until it has
+# discovered the Fence CRD again: a verdict on the server, not on the Job. Its code is
+# 422 (reason Invalid), though its message says "is forbidden".
+POLICY_UNCONFIGURED = "denied request: failed to configure"
+
+
+def refused_for_now(error: ApiError) -> bool:
+    """Whether a refused create should be tried again (the claim stays in flight) rather
+    than recorded as a failed firing: the fence refused it (this replica is not yet, or
+    no longer, the leader the server knows), or an admission policy could not be
+    evaluated yet."""
+    fenced = error.status == 403 and FENCED in error.message
+    return fenced or (error.status in (403, 422) and POLICY_UNCONFIGURED in error.message)
 
 
 class NotLeader(Exception):
@@ -268,10 +285,11 @@ class Applier:
             )
             return
         except ApiError as error:
-            if error.status == 403 and FENCED in error.message:
+            if refused_for_now(error):
                 # The API server's fence saw an epoch other than the Lease's: either this
                 # replica lost its Lease (it will stop), or the server has not yet seen
-                # our takeover. Never a failed firing: the claim stays in flight.
+                # our takeover; or the fence could not be evaluated yet (a restarted API
+                # server). Never a failed firing: the claim stays in flight.
                 applied.pending.append(create.name)
                 logger.warning("%s/%s: %s", namespace, name, error.message)
                 return
