@@ -56,9 +56,9 @@ __all__ = ["Fatal", "Operator", "Options", "run"]
 
 
 class Operator:
-    """The running process: wires the parts (the indices, the FreezeWindows, the Lease
-    loop, the scheduler loop, the Events) and supervises them. Over 200 lines because it
-    is the one place that wires everything."""
+    """The running process: wires the parts (the indices, the workload kinds, the
+    concurrency groups, the FreezeWindows, the Lease loop, the scheduler loop, the Events)
+    and supervises them. Over 300 lines because it is the one place that wires everything."""
 
     def __init__(
         self,

@@ -159,6 +159,10 @@ class Roles:
 
 
 class Reconciler:
+    """One pass over one schedule. Over 300 lines: the pass itself, the concurrency
+    group's state and report (read under the group's lock, so kept beside the pass), and
+    the release of a deleted schedule's Jobs, which all read the same view and roles."""
+
     def __init__(
         self,
         *,
