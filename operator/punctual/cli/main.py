@@ -38,6 +38,7 @@ from punctual.cli.cluster import (
     fetch_schedule,
 )
 from punctual.cli.describing import describe_schedule
+from punctual.cli.migrating import add_migrate_command
 from punctual.cli.running import add_run_command
 from punctual.clocks import Clock, SystemClock
 from punctual.core.models import CronScheduleSpec, describe_error
@@ -164,6 +165,7 @@ COMMANDS: list[Command] = [
     add_backfill_command,
     add_describe_command,
     add_history_command,
+    add_migrate_command,
 ]
 
 

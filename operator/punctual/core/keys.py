@@ -23,6 +23,10 @@ ANNOTATION_RESUME: Final = f"{GROUP}/resume"  # resume after pauseOnFailure
 ANNOTATION_BACKFILL: Final = f"{GROUP}/backfill"  # backfill a past range (JSON)
 # Run the failed (dead) ticks of a range again: {"request": ID, "from": T1, "to": T2}.
 ANNOTATION_RERUN_FAILED: Final = f"{GROUP}/rerun-failed"
+# Set by `punctual migrate --apply`: the CronJob whose Job of a tick, if it exists, means
+# the tick was fired already; and that CronJob's cursor, where this schedule's ticks start.
+ANNOTATION_MIGRATED_FROM_CRONJOB: Final = f"{GROUP}/migrated-from-cronjob"
+ANNOTATION_MIGRATED_CURSOR: Final = f"{GROUP}/migrated-cursor"
 
 # On every Job (and the CronSchedule's own labels never carry them).
 LABEL_SCHEDULE: Final = f"{GROUP}/schedule"

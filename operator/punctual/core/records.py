@@ -25,9 +25,10 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from punctual.core.jobs import JobSnapshot
+from punctual.core.keys import ANNOTATION_MIGRATED_CURSOR
 from punctual.core.models import CronScheduleStatus, parse_status
 from punctual.core.stamping import FiringKind
-from punctual.core.times import parse_time
+from punctual.core.times import maybe_time, parse_time
 from punctual.core.triggers import TriggerRequest, shown
 from punctual.core.workloads import JOB, WorkloadKind
 
@@ -95,7 +96,7 @@ class ScheduleRead:
             uid=uid,
             generation=int(meta.get("generation") or 0),
             annotations=meta.get("annotations") or {},
-            created=parse_time(meta["creationTimestamp"]),
+            created=_floor(parse_time(meta["creationTimestamp"]), meta.get("annotations") or {}),
             old=old,
             ours=ours,
             by_name={j.name: j for j in ours},
@@ -104,6 +105,13 @@ class ScheduleRead:
     @property
     def live(self) -> list[JobSnapshot]:
         return [j for j in self.ours if j.active]
+
+
+def _floor(created: datetime, annotations: Mapping[str, str]) -> datetime:
+    """Where a schedule with no cursor starts: its creation, or, migrated from a CronJob,
+    that CronJob's cursor (the ticks after it are this schedule's; see `migrating`)."""
+    cursor = maybe_time(annotations.get(ANNOTATION_MIGRATED_CURSOR))
+    return created if cursor is None else min(created, cursor)
 
 
 class SkipReason(StrEnum):

@@ -26,6 +26,8 @@ server only through this package (Punctual's requests through `client`, kopf's t
   creates in flight.
 - `ratelimiting`: how fast the writes go: the server's pace, paused after a 429 or a
   5xx, fewer in flight after a 429.
+- `migrating`: the switch between a CronJob and a CronSchedule, both ways, as writes in
+  order (`punctual migrate`).
 - `reviewing`: who the API server takes the caller to be (SelfSubjectReview), for
   `punctual trigger`.
 

@@ -31,6 +31,7 @@ from punctual.clocks import Clock
 from punctual.core.decisions import Decision, JobToCreate, JobToFail
 from punctual.core.jobs import JobSnapshot, JobState, owned_by, pending_timeout_note
 from punctual.core.keys import ANNOTATION_PENDING_TIMEOUT, FINALIZER
+from punctual.core.migrating import cronjob_job_name, migrated_from
 from punctual.core.models import CronScheduleStatus, dump_status, parse_status
 from punctual.core.records import EventNote, JobToDelete
 from punctual.core.settling import settle_failures
@@ -89,6 +90,8 @@ class Applied:
     schedule: Body | None = None  # the schedule as written by the claim
     created: list[JobSnapshot] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)  # job name -> why, for good
+    # job name -> how: the tick was fired by the CronJob this schedule was migrated from
+    fired_elsewhere: dict[str, str] = field(default_factory=dict)
     pending: list[str] = field(default_factory=list)  # transient failure: still in flight
     deleted: list[str] = field(default_factory=list)
     released: list[str] = field(default_factory=list)  # our finalizer removed
@@ -228,7 +231,7 @@ class Applier:
         for create in decision.creates:
             await self._create(schedule, create, applied)
         count_outcomes(self.metrics, namespace, name, decision, applied)
-        if applied.failed and applied.schedule is not None:
+        if (applied.failed or applied.fired_elsewhere) and applied.schedule is not None:
             await self._settle_failures(applied, decision.delayed_status)
         # 3b. Jobs stuck pending past spec.pendingTimeoutSeconds: failed, and said why.
         for stuck in decision.fail:
@@ -266,6 +269,10 @@ class Applier:
         """One create; its outcome lands in `applied`: created, pending or failed."""
         meta = schedule["metadata"]
         namespace, name, uid = meta["namespace"], meta["name"], meta["uid"]
+        # A scheduled tick of a schedule migrated from a CronJob: did the CronJob fire it?
+        cronjob = migrated_from(meta.get("annotations") or {}) if create.kind.is_job else None
+        if cronjob and not create.manual and await self._held_by(meta, cronjob, create, applied):
+            return
         await self._guard()
         try:
             with self.events.creating():
@@ -306,6 +313,28 @@ class Applier:
             lag = (self.clock.now() - create.fire_at).total_seconds()
             self.metrics.firing_lag.observe(max(0.0, lag))
 
+    async def _held_by(
+        self, meta: Mapping[str, Any], cronjob: str, create: JobToCreate, applied: Applied
+    ) -> bool:
+        """Whether the tick must not be created now: the CronJob this schedule was
+        migrated from has its Job (it fired the tick during the switch: recorded in
+        `fired_elsewhere`), or that could not be read (the claim stays in flight)."""
+        namespace, name = meta["namespace"], meta["name"]
+        theirs = cronjob_job_name(cronjob, create.tick)
+        try:
+            found = await self.api.get(f"{jobs_path(namespace)}/{theirs}")
+        except NotFound:
+            return False
+        except ApiError as error:
+            applied.pending.append(create.name)
+            logger.warning("%s/%s: reading %s: %s", namespace, name, theirs, error)
+            return True
+        owners = (found.get("metadata") or {}).get("ownerReferences") or []
+        if not any(o.get("kind") == "CronJob" and o.get("name") == cronjob for o in owners):
+            return False  # a Job of that name the CronJob did not create: not its firing
+        applied.fired_elsewhere[create.name] = f"CronJob {cronjob} fired it as Job {theirs}"
+        return True
+
     async def _adopt(
         self, namespace: str, name: str, uid: str, create: JobToCreate, applied: Applied
     ) -> None:
@@ -341,6 +370,11 @@ class Applier:
             self.events.post(schedule, EventNote("Normal", "Created", f"Created {what} for {tick}"))
         for why in applied.failed.values():
             self.events.post(schedule, EventNote("Warning", "FailedCreate", why))
+        for create in decision.creates:
+            how = applied.fired_elsewhere.get(create.name)
+            if how is not None:
+                message = f"Tick {format_time(create.tick)}: {how}"
+                self.events.post(schedule, EventNote("Normal", "Skipped", message))
         for stuck in decision.fail:
             if stuck.name in applied.failed_pending:
                 message = f"Failed Job {stuck.name}: {stuck.reason}"
@@ -356,7 +390,7 @@ class Applier:
         except ValidationError as error:  # not ours to repair here: the next pass rebuilds it
             logger.warning("recording failed creates: unreadable status: %s", error)
             return
-        status = dump_status(settle_failures(base, applied.failed))
+        status = dump_status(settle_failures(base, applied.failed, applied.fired_elsewhere))
         try:
             await self._guard()
             applied.schedule = await self._call(put_status(self.api, applied.schedule, status))
