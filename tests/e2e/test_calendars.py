@@ -24,7 +24,9 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from .conftest import FINALIZER, Cluster
+from punctual.core.keys import FINALIZER
+
+from .conftest import Cluster
 from .operators import now, operators, parse, tick_of, wait_until
 from .test_operator import apply, assert_exactly_once, created, get, leader_of, schedule
 
@@ -144,10 +146,11 @@ def test_a_cluster_freeze_window_holds_the_schedules_of_selected_namespaces_only
     crd.kubectl("label", "namespace", namespace, f"{key}=yes")
     start = (now() + timedelta(seconds=9)).replace(microsecond=0)  # the list comes every 5 s
     end = start + timedelta(seconds=5)
-    freeze = {
+    freeze_name = f"e2e-{uuid.uuid4().hex[:8]}"
+    freeze: dict[str, Any] = {
         "apiVersion": "punctual.dev/v1",
         "kind": "ClusterFreezeWindow",
-        "metadata": {"name": f"e2e-{uuid.uuid4().hex[:8]}"},
+        "metadata": {"name": freeze_name},
         "spec": {
             "namespaceSelector": {"matchLabels": {key: "yes"}},
             "selector": {"matchLabels": {"tier": "batch"}},
@@ -169,7 +172,7 @@ def test_a_cluster_freeze_window_holds_the_schedules_of_selected_namespaces_only
                 and condition(status_of(crd, namespace, "job"), "Frozen"),
                 25, 0.5, what="the selected namespace's schedule frozen",
             )  # fmt: skip
-            assert frozen["message"].startswith(f"ClusterFreezeWindow {freeze['metadata']['name']}")
+            assert frozen["message"].startswith(f"ClusterFreezeWindow {freeze_name}")
             resumed = end + timedelta(seconds=1)
             wait_until(
                 lambda: [c for c in created(crd, namespace, "job") if tick_of(c.name) >= resumed],
