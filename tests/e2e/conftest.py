@@ -168,12 +168,15 @@ CRD_FILE = REPO / "crds" / "cronschedules.punctual.dev.yaml"
 FENCE_CRD_FILE = REPO / "crds" / "fences.punctual.dev.yaml"
 FREEZE_CRD_FILE = REPO / "crds" / "freezewindows.punctual.dev.yaml"
 GROUP_CRD_FILE = REPO / "crds" / "concurrencygroups.punctual.dev.yaml"
+CALENDAR_CRD_FILE = REPO / "crds" / "calendars.punctual.dev.yaml"
+CLUSTER_FREEZE_CRD_FILE = REPO / "crds" / "clusterfreezewindows.punctual.dev.yaml"
 
 
 @pytest.fixture(scope="session")
 def crd(cluster: Cluster) -> Cluster:
     """Punctual's CRDs (CronSchedule, Fence), applied from crds/ and Established."""
-    for path in (CRD_FILE, FENCE_CRD_FILE, FREEZE_CRD_FILE, GROUP_CRD_FILE):
+    paths = (CRD_FILE, FENCE_CRD_FILE, FREEZE_CRD_FILE, GROUP_CRD_FILE)
+    for path in (*paths, CALENDAR_CRD_FILE, CLUSTER_FREEZE_CRD_FILE):
         cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(path))
     cluster.kubectl(
         "wait",
@@ -183,5 +186,7 @@ def crd(cluster: Cluster) -> Cluster:
         "crd/fences.punctual.dev",
         "crd/freezewindows.punctual.dev",
         "crd/concurrencygroups.punctual.dev",
+        "crd/calendars.punctual.dev",
+        "crd/clusterfreezewindows.punctual.dev",
     )
     return cluster

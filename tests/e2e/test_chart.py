@@ -366,6 +366,8 @@ def test_lint_and_template_pass_in_every_mode(values: tuple[str, ...]) -> None:
         "fences.punctual.dev",
         "freezewindows.punctual.dev",
         "concurrencygroups.punctual.dev",
+        "calendars.punctual.dev",
+        "clusterfreezewindows.punctual.dev",
     }
     [binding] = fencing_binding(docs)
     assert (
@@ -410,8 +412,9 @@ def test_lint_and_template_pass_in_every_mode(values: tuple[str, ...]) -> None:
         assert all(writes in rules_text(r) for r in roles)
         assert env["PUNCTUAL_NAMESPACES"] == "team-a,team-b"
         [discovery] = find(docs, "ClusterRole", "punctual-discovery")
-        # Cluster-wide it only reads: CRDs and namespaces (for kopf), and other
-        # installations' Leases (get, to tell whether one is alive).
+        # Cluster-wide it only reads: CRDs and namespaces (for kopf), Calendars and
+        # ClusterFreezeWindows (list), and other installations' Leases (get, to tell
+        # whether one is alive).
         assert {verb for _, _, verb in rules_text(discovery)} == {"list", "watch", "get"}
         assert {r for _, r, v in rules_text(discovery) if v == "get"} == {"leases"}
         assert not find(docs, "ClusterRole", "punctual")
@@ -624,6 +627,12 @@ def test_namespaced_install_fires_with_only_the_charts_permissions(
         assert not can_i(crd, user, "create", "jobs.batch", "-n", "default")
         assert not can_i(crd, user, "list", "cronschedules.punctual.dev", "-n", "default")
         assert not can_i(crd, user, "list", "cronschedules.punctual.dev", "--all-namespaces")
+        # Calendars and ClusterFreezeWindows: read, their status left to an installation
+        # watching every namespace; Namespaces listed for a namespaceSelector's labels.
+        assert can_i(crd, user, "list", "calendars.punctual.dev")
+        assert can_i(crd, user, "list", "clusterfreezewindows.punctual.dev")
+        assert can_i(crd, user, "list", "namespaces")
+        assert not can_i(crd, user, "patch", "calendars.punctual.dev", "--subresource=status")
         assert not can_i(crd, user, "update", "cronschedules.punctual.dev", "-n", tenant)
         assert not can_i(crd, user, "update", "leases.coordination.k8s.io/other", "-n", namespace)
 
@@ -707,6 +716,11 @@ def test_all_namespaces_install_watches_everything_and_nothing_more(
         crd.kubectl("get", "deployment,serviceaccount", release, "-n", namespace)
         user = f"system:serviceaccount:{namespace}:{account}"
         assert can_i(crd, user, "watch", "cronschedules.punctual.dev", "--all-namespaces")
+        assert can_i(crd, user, "list", "calendars.punctual.dev")
+        assert can_i(
+            crd, user, "patch", "clusterfreezewindows.punctual.dev", "--subresource=status"
+        )
+        assert not can_i(crd, user, "create", "calendars.punctual.dev")
         assert can_i(crd, user, "create", "jobs.batch", "-n", "default")
         assert can_i(crd, user, "create", "leases.coordination.k8s.io", "-n", namespace)
         assert can_i(
@@ -796,3 +810,21 @@ def test_admin_edit_and_view_roles_pick_up_cronschedules(crd: Cluster, namespace
         assert refused.returncode != 0 and "forbidden" in refused.stderr.lower()
         assert not can_i(crd, viewer, "delete", resource, "-n", namespace)
         assert not can_i(crd, viewer, "list", resource, "-n", "default")
+
+        # Calendars and ClusterFreezeWindows: cluster-scoped, so written by cluster roles
+        # only (no admin or edit of a namespace stops every team), read by view where it
+        # is bound cluster-wide.
+        shared = ("calendars.punctual.dev", "clusterfreezewindows.punctual.dev")
+        for user in users.values():
+            assert not any(can_i(crd, user, "create", kind) for kind in shared), user
+        reader = f"cluster-viewer-{namespace}"
+        crd.kubectl(
+            "create", "clusterrolebinding", reader, "--clusterrole=view", f"--user={reader}"
+        )
+        try:
+            wait_until(lambda: all(can_i(crd, reader, "list", kind) for kind in shared), 20,
+                       what="view reading Calendars and ClusterFreezeWindows")  # fmt: skip
+            assert not any(can_i(crd, reader, "create", kind) for kind in shared)
+            assert can_i(crd, reader, "get", "calendars.punctual.dev", "--subresource=status")
+        finally:
+            crd.kubectl("delete", "clusterrolebinding", reader, "--wait=false", check=False)

@@ -19,6 +19,8 @@ from punctual.core.freezing import (
     Selector,
     ended_between,
     freeze_over,
+    freeze_status,
+    read_cluster_freeze,
     read_freeze,
     selects,
 )
@@ -144,3 +146,32 @@ def test_defer_holds_the_ticks_and_runs_one_when_the_window_ends() -> None:
 def test_a_schedule_the_selector_does_not_select_fires_as_usual() -> None:
     decision, _ = frozen_run("Skip", SPRING + timedelta(seconds=1), labels={"tier": "web"})
     assert [c.tick for c in decision.creates] == [SPRING]
+
+
+def test_a_cluster_freeze_window_reads_its_namespace_selector_and_is_named_by_its_kind() -> None:
+    body = {
+        "metadata": {"name": "holiday-freeze"},
+        "spec": {
+            "from": "2026-03-28T00:00:00Z",
+            "to": "2026-03-30T00:00:00Z",
+            "namespaceSelector": {"matchLabels": {"env": "prod"}},
+            "selector": {"matchLabels": {"tier": "batch"}},
+        },
+    }
+    read = read_cluster_freeze(body)
+    assert not isinstance(read, str)
+    freeze, namespaces = read
+    assert freeze.title == "ClusterFreezeWindow holiday-freeze"
+    assert selects(namespaces, {"env": "prod"}) and not selects(namespaces, {"env": "dev"})
+    spec = spec_body(**BERLIN_HOURLY)
+    body_ = schedule_body(spec, status_body(spec, cursor=SPRING - H), created=SPRING - 5 * H)
+    body_["metadata"]["labels"] = {"tier": "batch"}
+    held = decide(body_, [], now=SPRING + timedelta(seconds=1), leadership=LEADER, freezes=[freeze])
+    [skip] = [f for f in (held.status or {})["recentFirings"] if f["outcome"] == "Skipped"]
+    assert "ClusterFreezeWindow holiday-freeze: Skip" in skip["reason"]
+    frozen = condition(held.status or {}, "Frozen")["message"]
+    assert frozen.startswith("ClusterFreezeWindow holiday-freeze skips ticks until")
+    bad = read_cluster_freeze({"metadata": {"name": "x"}, "spec": {"cron": "0 1 * * *"}})
+    assert isinstance(bad, str) and "cron and duration are both needed" in bad
+    status = freeze_status(body, [{"tier": "batch"}, {"tier": "web"}], SPRING, freeze)
+    assert status["schedules"] == 1 and status["active"] is True

@@ -355,20 +355,27 @@ def _explain_spec(spec: CronScheduleSpec, uid: str | None) -> list[str]:
     if spec.schedules is not None and len(spec.schedules) > 1:
         lines.append("An instant that two entries reach is one tick, one Job.")
     for index, exclusion in enumerate(spec.exclude):
+        own = exclusion.time_zone or zone
         if exclusion.cron is not None:
-            sentence = explain(exclusion.cron, time_zone=zone, uid=uid).split(". When")[0]
+            sentence = explain(exclusion.cron, time_zone=own, uid=uid).split(". When")[0]
             lines.append(
                 f"exclude[{index}]: not {sentence[0].lower()}{sentence[1:].rstrip('.')}"
                 " (the local wall clock; 5 fields: the whole minute)."
             )
         elif exclusion.dates is not None:
             days = ", ".join(d.isoformat() for d in exclusion.dates)
-            lines.append(f"exclude[{index}]: not on {days} (whole days in {zone}).")
+            lines.append(f"exclude[{index}]: not on {days} (whole days in {own}).")
         elif exclusion.start is not None and exclusion.to is not None:
             lines.append(
                 f"exclude[{index}]: not from {format_time(exclusion.start)} until "
                 f"{format_time(exclusion.to)} (the end excluded)."
             )
+    if spec.exclude_calendars:
+        names = ", ".join(spec.exclude_calendars)
+        lines.append(
+            f"excludeCalendars: nor on the entries of Calendar {names} (kept in the "
+            "cluster and not read here: `punctual next` does not leave them out)."
+        )
     if spec.start_time is not None:
         lines.append(f"startTime: no tick before {format_time(spec.start_time)}.")
     if spec.end_time is not None:

@@ -4,7 +4,7 @@
 due, missed or skipped), `deciding` (THE CLAIM PROTOCOL, decided: the outline of one
 decision), the rules it composes, each returning a frozen record (`claiming`,
 `overlapping`, `pausing`, `freezing`, `backfilling`, `finishing`, `succeeding`,
-`pending`, `retrying`, `groups`), the
+`pending`, `retrying`, `groups`), `calendars` (shared exclusions a schedule names), the
 records they share (`records`), the one status builder (`status`), what the shell is
 handed (`decisions`, `creating`, `delaying`, `settling`), `keys` (every label,
 annotation and finalizer key), `models`, `naming`, `jobs`, `workloads` (the kinds a

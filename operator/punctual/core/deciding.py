@@ -33,6 +33,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
+from types import MappingProxyType
 from typing import Any, Final
 
 from pydantic import ValidationError
@@ -50,6 +51,7 @@ from punctual.core import (
     status,
     succeeding,
 )
+from punctual.core.calendars import Known, with_calendars
 from punctual.core.completion import CompletionError, compile_rules
 from punctual.core.decisions import Decision, Leadership, WriteDelay
 from punctual.core.freezing import Freeze, FreezeAction, freeze_over
@@ -73,6 +75,8 @@ IN_FLIGHT_RECHECK: Final = timedelta(seconds=2)
 
 __all__ = ["IN_FLIGHT_RECHECK", "decide"]
 
+_NO_CALENDARS: Final[Known] = MappingProxyType({})
+
 
 def decide(
     body: Mapping[str, Any],
@@ -81,14 +85,15 @@ def decide(
     now: datetime,
     leadership: Leadership,
     freezes: Sequence[Freeze] = (),
+    calendars: Known = _NO_CALENDARS,
     served: Served = JOBS_ONLY,
     group: Group | None = None,
     verified_triggers: bool = False,
 ) -> Decision:
     """Decide everything about one schedule at `now` (the API server's time); `served`:
-    the kinds this installation creates (see `workloads`); `group`: its concurrency
-    group as it stands (`groups`); `verified_triggers`: the triggers admission policy is
-    in force (`claiming`)."""
+    the kinds this installation creates (see `workloads`); `calendars`: the Calendars as
+    known (`calendars`); `group`: its concurrency group as it stands (`groups`);
+    `verified_triggers`: the triggers admission policy is in force (`claiming`)."""
     schedule = ScheduleRead.from_body(body, jobs)
     old = schedule.old
     # 1. Read the spec, and the kind it creates; an invalid one is reported in status
@@ -112,6 +117,12 @@ def decide(
             compile_rules(spec.completion.succeeded, spec.completion.failed)
     except CompletionError as error:
         return _invalid(schedule, error.message, now=now, updates=keep)
+    # Its Calendars' entries join spec.exclude; one missing or unusable holds it (the
+    # invalid fingerprint again: once it is there, the cursor moves to now).
+    folded = with_calendars(spec, calendars)
+    if isinstance(folded, str):
+        return _invalid(schedule, folded, now=now, updates=keep)
+    spec = folded
     # 2. What stops firing for a while: a pause after failures, FreezeWindows (a Defer
     #    window plans like a pause, and wakes the schedule when it ends).
     pause = pausing.pause(schedule, spec)

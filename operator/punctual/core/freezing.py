@@ -8,6 +8,11 @@ one (a cron expression for its starts, a duration, a zone). Its action is `Skip`
 inside are skipped, the window named as the reason) or `Defer` (they wait, and run once
 when the window ends, as one RunLatest tick).
 
+A ClusterFreezeWindow is the same window, cluster-scoped, for a platform team: its
+`namespaceSelector` (a label selector over Namespaces; empty: every namespace) chooses
+the namespaces, and its `selector` the CronSchedules in them. It holds a schedule
+exactly as a FreezeWindow of its namespace would.
+
 This module reads FreezeWindow objects into typed values and answers, purely, "which
 window freezes this schedule at this instant, and until when?" (`freeze_over`). It never
 talks to the API server, reads the clock, or decides what fires: `deciding` and
@@ -79,10 +84,14 @@ class FreezeWindowSpec(_ApiModel):
         return self
 
 
+class ClusterFreezeWindowSpec(FreezeWindowSpec):
+    namespace_selector: Selector = Field(default_factory=Selector)
+
+
 @dataclass(frozen=True, slots=True)
 class Freeze:
-    """One usable FreezeWindow: its name ("namespace/name"), action, and how to find its
-    window occurrences."""
+    """One usable FreezeWindow: its name ("namespace/name"; a ClusterFreezeWindow's is
+    its name), action, and how to find its window occurrences."""
 
     name: str
     action: FreezeAction
@@ -91,6 +100,12 @@ class Freeze:
     end: datetime | None = None
     starts: CronTicks | None = None  # a recurring window: its starts, and its length
     length: timedelta = timedelta(0)
+    kind: str = "FreezeWindow"  # or ClusterFreezeWindow
+
+    @property
+    def title(self) -> str:
+        """How status and Events name it: "FreezeWindow team-a/release"."""
+        return f"{self.kind} {self.name}"
 
     def window_at(self, instant: datetime) -> tuple[datetime, datetime] | None:
         """The occurrence [start, end) that contains `instant`, if any."""
@@ -114,8 +129,22 @@ def read_freeze(body: Mapping[str, Any]) -> Freeze | str:
         spec = FreezeWindowSpec.model_validate(body.get("spec") or {})
     except ValidationError as error:
         return describe_error(error)
+    return _freeze(spec, name, "FreezeWindow")
+
+
+def read_cluster_freeze(body: Mapping[str, Any]) -> tuple[Freeze, Selector] | str:
+    """A ClusterFreezeWindow as a Freeze and its namespaceSelector, or why it is unusable."""
+    try:
+        spec = ClusterFreezeWindowSpec.model_validate(body.get("spec") or {})
+    except ValidationError as error:
+        return describe_error(error)
+    freeze = _freeze(spec, str((body.get("metadata") or {}).get("name", "")), "ClusterFreezeWindow")
+    return freeze if isinstance(freeze, str) else (freeze, spec.namespace_selector)
+
+
+def _freeze(spec: FreezeWindowSpec, name: str, kind: str) -> Freeze | str:
     if spec.start is not None and spec.to is not None:
-        return Freeze(name, spec.action, spec.selector, start=spec.start, end=spec.to)
+        return Freeze(name, spec.action, spec.selector, start=spec.start, end=spec.to, kind=kind)
     assert spec.cron is not None and spec.duration is not None
     try:
         seconds = parse_duration(spec.duration, "spec.duration")
@@ -124,9 +153,8 @@ def read_freeze(body: Mapping[str, Any]) -> Freeze | str:
         return str(error)
     if not 0 < seconds <= MAX_FREEZE_DURATION:
         return f"spec.duration: must be more than 0s and at most 366 days, got {spec.duration}"
-    return Freeze(
-        name, spec.action, spec.selector, starts=starts, length=timedelta(seconds=seconds)
-    )
+    length = timedelta(seconds=seconds)
+    return Freeze(name, spec.action, spec.selector, starts=starts, length=length, kind=kind)
 
 
 def selects(selector: Selector, labels: Mapping[str, str]) -> bool:
@@ -180,13 +208,13 @@ def freeze_status(
     body: Mapping[str, Any],
     schedule_labels: Sequence[Mapping[str, str]],
     now: datetime,
+    freeze: Freeze | str | None = None,
 ) -> dict[str, Any]:
-    """The status a FreezeWindow should have: how many CronSchedules it selects, whether
-    a window holds them now and until when, and an InvalidSpec condition (kept with its
-    transition time while unchanged) when the spec is unusable."""
-    old = body.get("status") or {}
-    freeze = read_freeze(body)
-    invalid = freeze if isinstance(freeze, str) else None
+    """The status a FreezeWindow (or, given its `freeze`, a ClusterFreezeWindow) should
+    have: how many CronSchedules it selects, whether a window holds them now and until
+    when, and an InvalidSpec condition (kept with its transition time while unchanged)
+    when the spec is unusable."""
+    freeze = read_freeze(body) if freeze is None else freeze
     status: dict[str, Any] = {"schedules": 0, "active": False}
     if not isinstance(freeze, str):
         status["schedules"] = sum(1 for labels in schedule_labels if freeze.selects(labels))
@@ -194,16 +222,26 @@ def freeze_status(
         if window is not None:
             status["active"] = True
             status["windowStart"], status["windowEnd"] = (format_time(t) for t in window)
+    invalid = freeze if isinstance(freeze, str) else None
+    status["conditions"] = [invalid_condition(body, invalid, now)]
+    return status
+
+
+def invalid_condition(
+    body: Mapping[str, Any], invalid: str | None, now: datetime
+) -> dict[str, Any]:
+    """The InvalidSpec condition of a FreezeWindow, ClusterFreezeWindow or Calendar: True
+    with why, or False; its transition time kept while its status is unchanged."""
     condition = {
         "type": "InvalidSpec",
         "status": "True" if invalid else "False",
         "reason": "InvalidSpec" if invalid else "Valid",
         "message": invalid or "",
     }
+    old = body.get("status") or {}
     before = next((c for c in old.get("conditions") or [] if c.get("type") == "InvalidSpec"), None)
     same = before is not None and before.get("status") == condition["status"]
     condition["lastTransitionTime"] = (
         before.get("lastTransitionTime") if same and before else format_time(now)
     )
-    status["conditions"] = [condition]
-    return status
+    return condition

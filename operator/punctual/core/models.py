@@ -42,6 +42,7 @@ MAX_CONCURRENT: Final = 1000
 MAX_SCHEDULES: Final = 20
 MAX_EXCLUSIONS: Final = 50
 MAX_DATES: Final = 400
+MAX_CALENDARS: Final = 10  # spec.excludeCalendars
 
 
 class MissedRunPolicy(StrEnum):
@@ -148,12 +149,15 @@ class ScheduleEntry(_ApiModel):
 
 
 class Exclusion(_ApiModel):
-    """One entry of spec.exclude: a cron expression, whole local dates, or a range."""
+    """One entry of spec.exclude (or of a Calendar): a cron expression, whole local
+    dates, or a range. A cron or dates entry is read in `time_zone` if set, else in its
+    Calendar's zone, else in the schedule's."""
 
     cron: str | None = Field(default=None, min_length=1, max_length=256)
     dates: tuple[date, ...] | None = Field(default=None, min_length=1, max_length=MAX_DATES)
     start: UtcTime | None = Field(default=None, alias="from")
     to: UtcTime | None = None
+    time_zone: str | None = Field(default=None, min_length=1, max_length=64)
 
     @model_validator(mode="after")
     def _one_kind(self) -> Exclusion:
@@ -162,6 +166,8 @@ class Exclusion(_ApiModel):
             raise ValueError("set exactly one of cron, dates, and from with to")
         if self.start is not None and self.to is not None and self.start >= self.to:
             raise ValueError("from must be before to")
+        if self.time_zone is not None and self.start is not None:
+            raise ValueError("timeZone needs cron or dates (from and to are instants)")
         return self
 
 
@@ -192,6 +198,7 @@ class CronScheduleSpec(_ApiModel):
     )
     run_at: UtcTime | None = None
     exclude: list[Exclusion] = Field(default_factory=list, max_length=MAX_EXCLUSIONS)
+    exclude_calendars: list[str] = Field(default_factory=list, max_length=MAX_CALENDARS)
     start_time: UtcTime | None = None
     end_time: UtcTime | None = None
     max_runs: int | None = Field(default=None, ge=1, le=1_000_000_000)
@@ -224,6 +231,8 @@ class CronScheduleSpec(_ApiModel):
         kinds = sum(x is not None for x in (self.schedule, self.schedules, self.run_at))
         if kinds != 1:
             raise ValueError("set exactly one of schedule, schedules and runAt")
+        if self.run_at is not None and self.exclude_calendars:
+            raise ValueError("excludeCalendars needs schedule or schedules")
         if self.workload_template is not None and "job_template" in self.model_fields_set:
             raise ValueError("set exactly one of jobTemplate and workloadTemplate")
         if self.completion is not None and self.workload_template is None:

@@ -146,7 +146,7 @@ def freeze(due: Sequence[Candidate], frozen: Sequence[Freeze], now: datetime) ->
             kept.append(candidate)
         else:
             found, until = window
-            message = f"FreezeWindow {found.name}: Skip until {format_time(until)}"
+            message = f"{found.title}: Skip until {format_time(until)}"
             skips.append(Skip(candidate, SkipReason.FREEZE_WINDOW, message))
     return Freezing(tuple(kept), tuple(skips), freeze_over(frozen, now))
 

@@ -62,6 +62,7 @@ from datetime import date, datetime, timedelta
 from enum import StrEnum
 from functools import lru_cache
 from typing import Final, cast
+from zoneinfo import ZoneInfo
 
 from punctual.core.models import (
     MAX_UPCOMING_TICKS,
@@ -297,18 +298,39 @@ def _combined_ticks(
     wall: list[CronFields] = []
     dates: list[date] = []
     ranges: list[tuple[datetime, datetime]] = []
+    zoned_wall: list[tuple[CronFields, ZoneInfo]] = []
+    zoned_dates: list[tuple[date, ZoneInfo]] = []
     for index, exclusion in enumerate(exclude):
+        try:
+            own = None if exclusion.time_zone is None else load_zone(exclusion.time_zone)
+        except ScheduleError as error:
+            raise error.at(f"exclude[{index}].timeZone") from None
         if exclusion.cron is not None:
             try:
-                wall.append(parse_fields(exclusion.cron, uid=uid))
+                fields = parse_fields(exclusion.cron, uid=uid)
             except ScheduleError as error:
                 raise error.at(f"exclude[{index}].cron") from None
+            if own is None:
+                wall.append(fields)
+            else:
+                zoned_wall.append((fields, own))
         elif exclusion.dates is not None:
-            dates.extend(exclusion.dates)
+            if own is None:
+                dates.extend(exclusion.dates)
+            else:
+                zoned_dates.extend((day, own) for day in exclusion.dates)
         elif exclusion.start is not None and exclusion.to is not None:
             ranges.append((exclusion.start, exclusion.to))
     return CombinedTicks(
-        sources, zone=zone, wall=wall, dates=dates, ranges=ranges, start=start, end=end
+        sources,
+        zone=zone,
+        wall=wall,
+        dates=dates,
+        ranges=ranges,
+        zoned_wall=zoned_wall,
+        zoned_dates=zoned_dates,
+        start=start,
+        end=end,
     )
 
 
@@ -412,7 +434,8 @@ def _with_upcoming(
         if spec.exclude and after is not None:
             bare = _combined(spec, uid, with_exclusions=False)
             if bare.next_tick(after) is not None:
-                return _idle(plan.cursor, wanted, reset=reset, invalid=_REMOVES_ALL)
+                removes = _CALENDARS_REMOVE_ALL if spec.exclude_calendars else _REMOVES_ALL
+                return _idle(plan.cursor, wanted, reset=reset, invalid=removes)
         if spec.end_time is not None:
             finished = END_TIME_REACHED
     return replace(
@@ -426,6 +449,9 @@ def _with_upcoming(
 
 
 _REMOVES_ALL: Final = "spec.exclude: removes every tick the schedule has left"
+_CALENDARS_REMOVE_ALL: Final = (
+    "spec.exclude and spec.excludeCalendars: remove every tick the schedule has left"
+)
 
 
 def _plan(

@@ -237,7 +237,7 @@ def _frozen(
         return out, (note,) if changed else ()
     found, until = s.frozen
     verb = "skips" if found.action is FreezeAction.SKIP else "defers"
-    message = f"FreezeWindow {found.name} {verb} ticks until {format_time(until)}"
+    message = f"{found.title} {verb} ticks until {format_time(until)}"
     out, changed = put(out, "Frozen", "True", found.action.value, message)
     return out, (EventNote("Normal", "Frozen", message),) if changed else ()
 

@@ -39,6 +39,7 @@ from punctual.kube.watching import make_registry, new_indexers, quiet_kopf, watc
 from punctual.kube.workloads import Workloads
 from punctual.metrics import Metrics, serve
 from punctual.runtime.calibrating import calibrate
+from punctual.runtime.clusterwide import ClusterWide
 from punctual.runtime.freezewindows import FreezeWindows
 from punctual.runtime.logs import configure_logging
 from punctual.runtime.options import Options, default_identity
@@ -128,13 +129,25 @@ class Operator:
             ),
             others=Installations(api, clock=clock),
             events=self.events,
-            freezes=lambda namespace: self.freezes.freezes_of(namespace),
+            freezes=lambda namespace: [
+                *self.freezes.freezes_of(namespace),
+                *self.clusterwide.freezes_of(namespace),
+            ],
+            calendars=lambda: self.clusterwide.calendars(),
             queue=self.loop,
             served=self.workloads.served,
             groups=self.groups,
             verified_triggers=options.verified_triggers,
         )
         self.freezes = FreezeWindows(
+            api,
+            options.namespaces,
+            view=self.view,
+            election=self.election,
+            clock=clock,
+            notify=self.loop.notify,
+        )
+        self.clusterwide = ClusterWide(
             api,
             options.namespaces,
             view=self.view,
@@ -227,6 +240,8 @@ class Operator:
             return kinds
         if not self.freezes.listed.is_set():
             return "listing FreezeWindows"
+        if not self.clusterwide.listed.is_set():
+            return "listing Calendars and ClusterFreezeWindows"
         if not self.watching.is_set():
             return "kopf's FreezeWindow watch has not started"
         if not self.synced.is_set() or not self.election.observed():
@@ -301,6 +316,7 @@ class Operator:
             "workload kinds": self.workloads.run(stop),
             "concurrency groups": self.groups.run(stop),
             "freeze windows": self.freezes.run(stop),
+            "calendars and cluster freeze windows": self.clusterwide.run(stop),
         }
         helpers = {"synced": self._notify_when_synced(), "signals": self._take_back_signals(stop)}
         stopping = {name: asyncio.create_task(c, name=name) for name, c in releasing.items()}

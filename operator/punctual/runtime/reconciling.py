@@ -24,6 +24,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 from punctual.clocks import Clock
+from punctual.core.calendars import Known
 from punctual.core.deciding import decide
 from punctual.core.decisions import Decision, Leadership
 from punctual.core.delaying import delay_write, routine, routine_wake
@@ -176,6 +177,7 @@ class Reconciler:
         others: Judging | None = None,
         events: Reporting | None = None,
         freezes: Callable[[str], Sequence[Freeze]] = lambda namespace: (),
+        calendars: Callable[[], Known] = lambda: {},
         queue: Queueing | None = None,
         served: Callable[[], Served] = lambda: JOBS_ONLY,
         groups: Grouping | None = None,
@@ -192,6 +194,7 @@ class Reconciler:
         self.rule_errors: dict[str, str] = {}
         self.api = api
         self.freezes = freezes  # the FreezeWindows of a namespace, as the leader knows them
+        self.calendars = calendars  # the Calendars, as listed last
         self.view = view
         self.roles = roles
         self.clock = clock
@@ -329,6 +332,7 @@ class Reconciler:
             now=self.clock.now(),
             leadership=Leadership(epoch, role.elector.identity, installation, role.shard),
             freezes=self.freezes(key[0]),
+            calendars=self.calendars(),
             served=self.served(),
             group=self._group(key, body),
             verified_triggers=self.verified_triggers,

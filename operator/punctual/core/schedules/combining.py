@@ -25,6 +25,9 @@ Rules:
   fall-back night `30 1 * * *` removes both 01:30s.
 * Excluded dates are whole local days; excluded ranges are [from, to); the window
   removes every instant before `start` and from `end` on.
+* An exclusion may be read in a zone of its own (`zoned_wall`, `zoned_dates`: a
+  Calendar's entries, in the Calendar's zone): its dates are that zone's days and its
+  cron fields match that zone's wall clock, whatever the schedule's zone.
 
 What it must never do: read the clock, know the CronSchedule resource, or loop without
 a bound: a search skips at most MAX_SKIPPED_DAYS excluded days in a row (and no more
@@ -35,7 +38,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from fractions import Fraction
@@ -182,9 +185,50 @@ class CronSource:
 
 @dataclass(frozen=True, slots=True)
 class WallExclusion:
-    """A cron exclusion: removes ticks whose local wall-clock time its fields match."""
+    """A cron exclusion: removes ticks whose local wall-clock time its fields match (in
+    `zone`, or in the schedule's zone when None)."""
 
     fields: CronFields
+    zone: ZoneInfo | None = None
+
+    def excludes(self, zone: ZoneInfo, tick: int) -> bool:
+        """Whether it removes instant `tick` (`zone`: the schedule's)."""
+        zone = self.zone or zone
+        ordinal = ordinal_of(zone, tick)
+        day = day_model(zone, ordinal)
+        offset = next(o for b, e, o in day.segments if b <= tick < e)
+        return self.matches(date.fromordinal(ordinal), tick + offset - day.midnight)
+
+    def bits_between(self, zone: ZoneInfo, ordinal: int, low: int, high: int) -> int:
+        """The excluded instants of [low, high), within the schedule's local day
+        `ordinal` in `zone`, as bits from low: in its own zone, day by day of that zone."""
+        if self.zone is None or self.zone == zone:
+            return self.day_bits(zone, ordinal, low, high)
+        bits, own = 0, ordinal_of(self.zone, low)
+        while True:
+            day = day_model(self.zone, own)
+            begin, end = max(low, day.start), min(high, day.end)
+            if begin < end:
+                bits |= self.day_bits(self.zone, own, begin, end) << (begin - low)
+            if day.end >= high:
+                return bits
+            own += 1
+
+    def signature(self, zone: ZoneInfo, start: int, end: int) -> Hashable | None:
+        """What decides its bits over the ordinary day [start, end) of `zone`: which of its
+        own days it matches and how its wall clock lies on the day; None when its own zone
+        changes offset in the day (then the day is not counted by signature)."""
+        if self.zone is None or self.zone == zone:
+            return self.fields.matches_date(date.fromordinal(ordinal_of(zone, start)))
+        first, last = ordinal_of(self.zone, start), ordinal_of(self.zone, end - 1)
+        days = [day_model(self.zone, o) for o in range(first, last + 1)]
+        if not all(d.ordinary for d in days):
+            return None
+        wall = start + days[0].segments[0][2] - days[0].midnight  # where the day begins
+        return (
+            wall,
+            tuple(self.fields.matches_date(date.fromordinal(o)) for o in range(first, last + 1)),
+        )
 
     def matches(self, day: date, second_of_day: int) -> bool:
         hour, rest = divmod(second_of_day, 3600)
@@ -225,6 +269,8 @@ class CombinedTicks:
         wall: Sequence[CronFields] = (),
         dates: Sequence[date] = (),
         ranges: Sequence[tuple[datetime, datetime]] = (),
+        zoned_wall: Sequence[tuple[CronFields, ZoneInfo]] = (),
+        zoned_dates: Sequence[tuple[date, ZoneInfo]] = (),
         start: datetime | None = None,
         end: datetime | None = None,
     ) -> None:
@@ -232,10 +278,13 @@ class CombinedTicks:
         self.entries: tuple[CronSource | IntervalTicks, ...] = tuple(
             CronSource(e) if isinstance(e, CronTicks) else e for e in entries
         )
-        self.wall = tuple(WallExclusion(f) for f in wall)
+        self.wall = (
+            *(WallExclusion(f) for f in wall),
+            *(WallExclusion(f, z) for f, z in zoned_wall),
+        )
         spans = [(_ceil_seconds(a), _ceil_seconds(b)) for a, b in ranges]
-        for day in dates:
-            model = day_model(zone, day.toordinal())
+        for day, day_zone in [*((d, zone) for d in dates), *zoned_dates]:
+            model = day_model(day_zone, day.toordinal())
             spans.append((model.start, model.end))
         if start is not None:
             spans.append((-_NEVER, _ceil_seconds(start)))
@@ -356,12 +405,15 @@ class CombinedTicks:
         if not (day.ordinary and day_model(self._zone, ordinal - 1).ordinary):
             return self._bits(day.start, day.end).bit_count()
         on = date.fromordinal(ordinal)
+        walls = tuple(w.signature(self._zone, day.start, day.end) for w in self.wall)
+        if None in walls:  # an exclusion's own zone changes its clocks in this day
+            return self._bits(day.start, day.end).bit_count()
         signature = (
             tuple(
                 e.phase_in(start) if isinstance(e, IntervalTicks) else e.fields.matches_date(on)
                 for e in self.entries
             ),
-            tuple(w.fields.matches_date(on) for w in self.wall),
+            walls,
         )
         count = self._counts.get(signature)
         if count is None:
@@ -378,7 +430,7 @@ class CombinedTicks:
         if bits and self.wall:
             ordinal = self._ordinal(low)
             for exclusion in self.wall:
-                bits &= ~exclusion.day_bits(self._zone, ordinal, low, high)
+                bits &= ~exclusion.bits_between(self._zone, ordinal, low, high)
         if bits:
             for begin, end in self._cuts:
                 if begin < high and end > low:
@@ -387,22 +439,11 @@ class CombinedTicks:
         return bits
 
     def _wall_excludes(self, tick: int) -> bool:
-        if not self.wall:
-            return False
-        day = day_model(self._zone, self._ordinal(tick))
-        on = date.fromordinal(self._ordinal(tick))
-        offset = next(o for b, e, o in day.segments if b <= tick < e)
-        second = tick + offset - day.midnight
-        return any(w.matches(on, second) for w in self.wall)
+        return any(w.excludes(self._zone, tick) for w in self.wall)
 
     def _ordinal(self, instant: int) -> int:
         """The local date of an instant, as an ordinal."""
-        guess = EPOCH_ORDINAL + instant // DAY_SECONDS
-        for ordinal in (guess, guess - 1, guess + 1, guess - 2, guess + 2):
-            day = day_model(self._zone, ordinal)
-            if day.start <= instant < day.end:
-                return ordinal
-        raise AssertionError(f"no local day holds instant {instant}")  # pragma: no cover
+        return ordinal_of(self._zone, instant)
 
     def _cut_at(self, instant: int) -> tuple[int, int] | None:
         index = bisect_right(self._cut_starts, instant) - 1
@@ -413,6 +454,16 @@ class CombinedTicks:
     def _next_cut_start(self, instant: int) -> int:
         index = bisect_right(self._cut_starts, instant)
         return self._cuts[index][0] if index < len(self._cuts) else _NEVER
+
+
+def ordinal_of(zone: ZoneInfo, instant: int) -> int:
+    """The local date of an instant in `zone`, as an ordinal."""
+    guess = EPOCH_ORDINAL + instant // DAY_SECONDS
+    for ordinal in (guess, guess - 1, guess + 1, guess - 2, guess + 2):
+        day = day_model(zone, ordinal)
+        if day.start <= instant < day.end:
+            return ordinal
+    raise AssertionError(f"no local day holds instant {instant}")  # pragma: no cover
 
 
 def _ceil_seconds(instant: datetime) -> int:

@@ -1,0 +1,177 @@
+"""The cluster-scoped objects schedules depend on: Calendars, ClusterFreezeWindows, and
+the labels of the Namespaces those select.
+
+Why it exists: a decision needs the Calendars its schedule names (`calendars`) and the
+ClusterFreezeWindows whose namespaceSelector selects its namespace (`freezes_of`). They
+are few, small and rarely change, so every replica lists them every FREEZES_EVERY (no
+watch: a standby that takes over knows them already, at most that old) and the labels
+of the Namespaces while any ClusterFreezeWindow exists. Readiness waits for the first
+list. A change wakes the schedules it concerns: those naming a changed Calendar, and
+every schedule when a ClusterFreezeWindow or a Namespace's labels change. A cluster
+without their CRDs keeps firing (said once in the log); a schedule naming a Calendar
+then is held, as for any missing Calendar.
+
+The status of these objects (InvalidSpec; the schedules they concern, the current
+window) is written by the first shard's leader of an installation that watches every
+namespace: one confined to some namespaces sees only part of the schedules, and two of
+them would fight over one cluster-scoped status.
+
+What it must never do: decide a firing, or write anything but these objects' status.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from punctual.clocks import Clock
+from punctual.core.calendars import Calendar, Known, calendar_status, read_calendar, referencing
+from punctual.core.freezing import Freeze, Selector, freeze_status, read_cluster_freeze, selects
+from punctual.kube.client import ApiError, KubeClient, NotFound
+from punctual.kube.sharding import ShardedElection
+from punctual.runtime.freezewindows import FREEZES_EVERY
+from punctual.runtime.scheduling import Key
+from punctual.runtime.view import LeaderView
+
+logger = logging.getLogger("punctual")
+
+GROUP = "/apis/punctual.dev/v1"
+Bodies = dict[str, dict[str, Any]]  # name -> body
+
+
+class ClusterWide:
+    def __init__(
+        self,
+        api: KubeClient,
+        namespaces: list[str],
+        *,
+        view: LeaderView,
+        election: ShardedElection,
+        clock: Clock,
+        notify: Callable[[Key], None],
+    ) -> None:
+        self.api = api
+        self.namespaces = namespaces  # empty: every namespace (then it writes status)
+        self.view = view
+        self.election = election
+        self.clock = clock
+        self.notify = notify
+        self.calendar_bodies: Bodies = {}
+        self.freeze_bodies: Bodies = {}
+        self.namespace_labels: dict[str, dict[str, str]] = {}
+        self.known: dict[str, Calendar | str] = {}  # read_calendar of each
+        self.cluster_freezes: list[tuple[Freeze, Selector]] = []  # the usable ones
+        self.listed = asyncio.Event()  # listed once (readiness)
+        self.missing: set[str] = set()  # kinds found not served (said once)
+
+    def calendars(self) -> Known:
+        """The Calendars as listed last: each usable, or why not."""
+        return self.known
+
+    def freezes_of(self, namespace: str) -> list[Freeze]:
+        """The usable ClusterFreezeWindows whose namespaceSelector selects `namespace`."""
+        labels = self.namespace_labels.get(namespace, {})
+        return [freeze for freeze, chosen in self.cluster_freezes if selects(chosen, labels)]
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """List them now (readiness waits for it) and every FREEZES_EVERY until `stop`."""
+        while not stop.is_set():
+            try:
+                await self.refresh()
+                self.listed.set()
+            except ApiError as error:
+                logger.warning("listing Calendars and ClusterFreezeWindows failed: %s", error)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=FREEZES_EVERY.total_seconds())
+
+    async def refresh(self) -> None:
+        calendars = await self._list("calendars", "Calendar")
+        freezes = await self._list("clusterfreezewindows", "ClusterFreezeWindow")
+        labels = await self._namespace_labels() if freezes else {}
+        changed = {
+            n
+            for n in {*calendars, *self.calendar_bodies}
+            if _differ(n, calendars, self.calendar_bodies)
+        }
+        wake_all = _specs(freezes) != _specs(self.freeze_bodies) or labels != self.namespace_labels
+        self.calendar_bodies, self.freeze_bodies, self.namespace_labels = calendars, freezes, labels
+        self.known = {name: read_calendar(body) for name, body in calendars.items()}
+        self.cluster_freezes = [
+            read for read in map(read_cluster_freeze, freezes.values()) if not isinstance(read, str)
+        ]
+        if wake_all or changed:
+            for key in self.view.schedule_keys():
+                if wake_all or self._names(key, changed):
+                    self.notify(key)
+        # One writer of their status: the first shard's leader, of every namespace.
+        if self.namespaces or not self.election.electors[0].is_leader():
+            return
+        if calendars or freezes:
+            try:
+                await self._write_status()
+            except ApiError as error:
+                logger.warning("writing Calendar or ClusterFreezeWindow status failed: %s", error)
+
+    async def _list(self, plural: str, kind: str) -> Bodies:
+        try:
+            answer = await self.api.get(f"{GROUP}/{plural}")
+        except NotFound:  # its CRD is not installed
+            if kind not in self.missing:
+                logger.info("no %s CRD installed: %ss are off", kind, kind)
+                self.missing.add(kind)
+            return {}
+        self.missing.discard(kind)
+        return {item["metadata"]["name"]: item for item in answer.get("items") or []}
+
+    async def _namespace_labels(self) -> dict[str, dict[str, str]]:
+        answer = await self.api.get("/api/v1/namespaces")
+        watched = set(self.namespaces)
+        return {
+            meta["name"]: dict(meta.get("labels") or {})
+            for meta in (item["metadata"] for item in answer.get("items") or [])
+            if not watched or meta["name"] in watched
+        }
+
+    def _names(self, key: Key, calendars: set[str]) -> bool:
+        spec = (self.view.schedule(key) or {}).get("spec") or {}
+        return any(referencing(spec, name) for name in calendars)
+
+    async def _write_status(self) -> None:
+        now = self.clock.now()
+        specs = {key: (self.view.schedule(key) or {}) for key in self.view.schedule_keys()}
+        for name, body in self.calendar_bodies.items():
+            count = sum(1 for s in specs.values() if referencing(s.get("spec") or {}, name))
+            await self._patch("calendars", name, body, calendar_status(body, count, now))
+        for name, body in self.freeze_bodies.items():
+            read = read_cluster_freeze(body)
+            labels = []
+            if not isinstance(read, str):
+                labels = [
+                    (s.get("metadata") or {}).get("labels") or {}
+                    for key, s in specs.items()
+                    if selects(read[1], self.namespace_labels.get(key[0], {}))
+                ]
+            freeze = read if isinstance(read, str) else read[0]
+            await self._patch(
+                "clusterfreezewindows", name, body, freeze_status(body, labels, now, freeze)
+            )
+
+    async def _patch(
+        self, plural: str, name: str, body: dict[str, Any], status: dict[str, Any]
+    ) -> None:
+        if status != body.get("status"):
+            await self.api.patch(f"{GROUP}/{plural}/{name}/status", {"status": status})
+
+
+def _specs(bodies: Bodies) -> dict[str, Any]:
+    return {name: body.get("spec") for name, body in bodies.items()}
+
+
+def _differ(name: str, new: Bodies, old: Bodies) -> bool:
+    """Whether a Calendar came, went, or its spec changed (its status does not count)."""
+    if (name in new) != (name in old):
+        return True
+    return new[name].get("spec") != old[name].get("spec")
