@@ -142,6 +142,10 @@ chaos: venv binaries ## A ~20-minute fault campaign (100 faults, audit-log oracl
 	CHAOS_FAULTS=$${CHAOS_FAULTS:-100} CHAOS_INTERVAL=$${CHAOS_INTERVAL:-8} \
 	  $(BIN)/pytest tests/e2e/test_chaos.py -q -s
 
+.PHONY: soak
+soak: venv binaries ## An hour (SOAK_MINUTES=60) of 2000 schedules under periodic faults: memory, descriptors, 0 dup / 0 lost; writes bench/results-soak/
+	SOAK_MINUTES=$${SOAK_MINUTES:-60} $(BIN)/pytest tests/e2e/test_soak.py -q -s
+
 .PHONY: bench
 bench: venv binaries ## Punctual vs the CronJob controller on a local control plane (BENCH_SIZES=100,1000); writes bench/results/
 	@$(BIN)/python -c "import matplotlib" 2>/dev/null || $(BIN)/python -m pip install --quiet matplotlib || \
