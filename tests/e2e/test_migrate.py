@@ -27,12 +27,14 @@ import pytest
 
 from .conftest import REPO, Cluster
 from .operators import job_creates, now, operators, wait_until
-from .test_operator import leader_of
+from .test_operator import leader_of, schedule
 
 pytestmark = pytest.mark.e2e
 
 
 def cronjob(name: str, **spec: Any) -> dict[str, Any]:
+    """A CronJob with the e2e schedules' Job template (2 s runs on kwok)."""
+    template = schedule(name, "* * * * *", run_ms=2000)["spec"]["jobTemplate"]
     return {
         "apiVersion": "batch/v1",
         "kind": "CronJob",
@@ -41,21 +43,7 @@ def cronjob(name: str, **spec: Any) -> dict[str, Any]:
             "schedule": "*/1 * * * *",
             "successfulJobsHistoryLimit": 10,
             **spec,
-            "jobTemplate": {
-                "metadata": {"labels": {"team": "e2e"}},
-                "spec": {
-                    "backoffLimit": 0,
-                    "template": {
-                        "metadata": {
-                            "annotations": {"pod-complete.stage.kwok.x-k8s.io/delay": "2000ms"}
-                        },
-                        "spec": {
-                            "restartPolicy": "Never",
-                            "containers": [{"name": "main", "image": "busybox"}],
-                        },
-                    },
-                },
-            },
+            "jobTemplate": template,
         },
     }
 

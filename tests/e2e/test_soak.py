@@ -27,7 +27,6 @@ import asyncio
 import json
 import os
 import random
-import signal
 import statistics
 import time
 from collections import Counter, defaultdict
@@ -43,6 +42,7 @@ import pytest
 from punctual.kube.client import AlreadyExists, KubeClient, Unavailable
 
 from .conftest import REPO, Cluster
+from .faults import Campaign
 from .operators import Operators, now, operators, parse, tick_of, wait_until
 from .test_operator import leader_of, schedule
 
@@ -51,6 +51,7 @@ pytestmark = pytest.mark.e2e
 COUNT = int(os.environ.get("SOAK_SCHEDULES", "2000"))
 POLICIES = ("Allow", "Forbid", "Replace", "BufferOne")
 EVERY_TICK_CREATES = {"Allow", "Replace"}  # the others may skip or hold a tick by design
+# The faults that leave both replicas running (their memory is followed for the hour).
 FAULTS = ("SIGSTOP past the Lease", "API server restart", "Lease deleted", "Job deleted")
 SAMPLE_EVERY = 30.0
 
@@ -64,14 +65,12 @@ class Sample:
 
 
 @dataclass
-class Soak:
-    cluster: Cluster
-    namespace: str
+class Memory:
+    """Each replica's resident memory and open descriptors, sampled."""
+
     ops: Operators
-    rng: random.Random
     started: float = field(default_factory=time.monotonic)
     samples: list[Sample] = field(default_factory=list)
-    faults: Counter[str] = field(default_factory=Counter)
 
     def sample(self) -> None:
         minute = (time.monotonic() - self.started) / 60
@@ -84,44 +83,8 @@ class Soak:
                 fds = len(os.listdir(f"/proc/{pid}/fd"))
             except OSError:
                 continue
-            rss_kib = next(
-                int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:")
-            )
-            self.samples.append(Sample(minute, op.identity, rss_kib / 1024, fds))
-
-    def inflict(self, kind: str) -> None:
-        leader = {op.identity: op for op in self.ops.started}.get(
-            leader_of(self.cluster, self.namespace) or ""
-        )
-        if kind == "SIGSTOP past the Lease" and leader is not None:
-            leader.signal(signal.SIGSTOP)
-            time.sleep(8)  # the Lease is 6 s: the standby takes over meanwhile
-            leader.signal(signal.SIGCONT)
-        elif kind == "API server restart":
-            assert self.cluster.local is not None
-            self.cluster.local.stop("kube-apiserver")
-            time.sleep(self.rng.uniform(1, 4))
-            self.cluster.local.start("kube-apiserver")
-            self.cluster.local.wait_ready(60)
-        elif kind == "Lease deleted":
-            self.cluster.kubectl(
-                "delete", "lease", "punctual-leader", "-n", self.namespace, "--wait=false",
-                check=False,
-            )  # fmt: skip
-        elif kind == "Job deleted":
-            jobs = self.cluster.kubectl(
-                "get", "jobs", "-n", self.namespace, "-o", "jsonpath={.items[*].metadata.name}",
-                check=False,
-            ).stdout.split()  # fmt: skip
-            if not jobs:
-                return
-            self.cluster.kubectl(
-                "delete", "job", max(jobs, key=lambda j: j.rsplit("-", 1)[-1]), "-n",
-                self.namespace, "--wait=false", check=False,
-            )  # fmt: skip
-        else:
-            return
-        self.faults[kind] += 1
+            rss = next(int(line.split()[1]) for line in status.splitlines() if "VmRSS:" in line)
+            self.samples.append(Sample(minute, op.identity, rss / 1024, fds))
 
 
 def soak_schedule(index: int) -> dict[str, Any]:
@@ -198,23 +161,25 @@ def test_an_hour_of_2000_schedules_under_faults(
     fault_every = float(os.environ.get("SOAK_FAULT_EVERY", "300"))
     rng = random.Random(int(os.environ.get("SOAK_SEED", "11")))
     with operators(crd, namespace, tmp_path) as ops:
-        soak = Soak(crd, namespace, ops, rng)
+        memory = Memory(ops)
+        deletable = tuple(f"s{i}" for i in range(COUNT))
+        campaign = Campaign(crd, namespace, ops, rng, deletable=deletable)
         ops.start("a", "--workers", "256")
         ops.start("b", "--workers", "256")
         wait_until(lambda: leader_of(crd, namespace) in ("a", "b"), 30, what="a leader")
         asyncio.run(create_all(crd, namespace))
-        soak.started = time.monotonic()
+        memory.started = time.monotonic()
         began = now()
         next_fault = time.monotonic() + fault_every
         turn = 0
-        while time.monotonic() - soak.started < minutes * 60:
-            soak.sample()
+        while time.monotonic() - memory.started < minutes * 60:
+            memory.sample()
             for op in ops.started:
                 assert op.proc.poll() is None, (
                     f"replica {op.identity} exited: {op.output()[-2000:]}"
                 )
             if time.monotonic() >= next_fault:
-                soak.inflict(FAULTS[turn % len(FAULTS)])
+                campaign.inflict(FAULTS[turn % len(FAULTS)])
                 turn += 1
                 next_fault = time.monotonic() + fault_every
             time.sleep(SAMPLE_EVERY)
@@ -257,21 +222,21 @@ def test_an_hour_of_2000_schedules_under_faults(
         for identity in ("a", "b"):
             near = [
                 s
-                for s in soak.samples
+                for s in memory.samples
                 if s.identity == identity and minute <= s.minute < minute + 1
             ]
             cells.append(f"{near[0].rss_mib:.0f} MiB, {near[0].fds} fds" if near else "-")
         rows.append(f"| {minute} | {cells[0]} | {cells[1]} |")
     growths = {
-        (identity, what): growth(soak.samples, identity, minutes, what)
+        (identity, what): growth(memory.samples, identity, minutes, what)
         for identity in ("a", "b")
         for what in ("rss_mib", "fds")
     }
     table = "\n".join(
         [
             f"soak: {minutes:.0f} min, {COUNT} schedules (H * * * * *), "
-            f"{sum(soak.faults.values())} faults: "
-            + ", ".join(f"{k} {v}" for k, v in soak.faults.items()),
+            f"{sum(campaign.faults.values())} faults: "
+            + ", ".join(f"{k} {v}" for k, v in campaign.faults.items()),
             "",
             "| minute | replica a | replica b |",
             "|---|---|---|",
