@@ -12,8 +12,9 @@ without their CRDs keeps firing (said once in the log); a schedule naming a Cale
 then is held, as for any missing Calendar.
 
 The status of these objects (InvalidSpec; the schedules they concern, the current
-window) is written by the first shard's leader of an installation that watches every
-namespace: one confined to some namespaces sees only part of the schedules, and two of
+window) is written at once after one of them changed and otherwise every STATUS_EVERY
+(counting references is a pass over every schedule), by the first shard's leader of an
+installation that watches every namespace: one confined to some namespaces sees only part of the schedules, and two of
 them would fight over one cluster-scoped status.
 
 What it must never do: decide a firing, or write anything but these objects' status.
@@ -25,6 +26,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
+from datetime import datetime, timedelta
 from typing import Any
 
 from punctual.clocks import Clock
@@ -39,6 +41,9 @@ from punctual.runtime.view import LeaderView
 logger = logging.getLogger("punctual")
 
 GROUP = "/apis/punctual.dev/v1"
+# How often their status is rewritten when nothing of theirs changed (a schedule that
+# names a Calendar, a window that began or ended).
+STATUS_EVERY = timedelta(seconds=60)
 Bodies = dict[str, dict[str, Any]]  # name -> body
 
 
@@ -66,6 +71,7 @@ class ClusterWide:
         self.cluster_freezes: list[tuple[Freeze, Selector]] = []  # the usable ones
         self.listed = asyncio.Event()  # listed once (readiness)
         self.missing: set[str] = set()  # kinds found not served (said once)
+        self.written: datetime | None = None  # when their status was last written
 
     def calendars(self) -> Known:
         """The Calendars as listed last: each usable, or why not."""
@@ -109,7 +115,12 @@ class ClusterWide:
         # One writer of their status: the first shard's leader, of every namespace.
         if self.namespaces or not self.election.electors[0].is_leader():
             return
-        if calendars or freezes:
+        # The status counts every schedule's references: a pass over the whole index, so
+        # at once after a change and otherwise every STATUS_EVERY, not every list.
+        now = self.clock.now()
+        due = self.written is None or now - self.written >= STATUS_EVERY
+        if (calendars or freezes) and (due or wake_all or changed):
+            self.written = now
             try:
                 await self._write_status()
             except ApiError as error:
