@@ -14,8 +14,8 @@ then is held, as for any missing Calendar.
 The status of these objects (InvalidSpec; the schedules they concern, the current
 window) is written at once after one of them changed and otherwise every STATUS_EVERY
 (counting references is a pass over every schedule), by the first shard's leader of an
-installation that watches every namespace: one confined to some namespaces sees only part of the schedules, and two of
-them would fight over one cluster-scoped status.
+installation that watches every namespace: one confined to some namespaces sees only part
+of the schedules, and two of them would fight over one cluster-scoped status.
 
 What it must never do: decide a firing, or write anything but these objects' status.
 """
