@@ -479,3 +479,32 @@ async def test_notify_in_order_puts_its_keys_ahead_of_what_waited() -> None:
     async with running(loop, time):
         await time.advance(3600)
     assert work.keys() == [*urgent, *waited]  # each once, in the given order
+
+
+async def test_a_due_tick_is_served_before_changes_notified_earlier() -> None:
+    """A new leader's look at 100 000 schedules in one namespace fills one ready queue;
+    a tick that comes due meanwhile is served next, not after all of them."""
+    time, work, loop = make(workers=1)
+    work.seconds = 0.01
+    flood = [("ns", f"s{i:03}") for i in range(200)]
+    due: Key = ("ns", "every-second")
+    loop.notify_in_order(flood)
+    async with running(loop, time):
+        loop.wake_at(due, T0 + ms(50))
+        await time.advance(0.06)
+        # Five 10 ms passes ran before 50 ms; the sixth is the due one, at 50 ms sharp.
+        assert work.instants(due) == [T0 + ms(50)]
+        assert work.keys()[5] == due and len(work.calls) == 7
+        await time.advance(10)
+    assert work.count(due) == 1 and sorted(work.keys()[:5] + work.keys()[6:]) == flood
+
+
+async def test_a_key_both_due_and_notified_is_processed_once() -> None:
+    time, work, loop = make(workers=1)
+    work.seconds = 0.01
+    loop.notify(OTHER)
+    loop.notify(KEY)  # waits in the ready queue behind OTHER ...
+    loop.wake_at(KEY, T0)  # ... and is due now
+    async with running(loop, time):
+        await time.advance(1)
+    assert work.keys() == [KEY, OTHER]  # the due lane first; its ready copy then stale
