@@ -12,8 +12,9 @@ they share, so that a new shell test starts from an API server that already beha
   `metadata.resourceVersion` or a delete's failed uid precondition, 422 Invalid on a
   patch that would change the uid; the `status` subresource; JSON merge patch (and
   the `$deleteFromPrimitiveList` directive of a strategic one); finalizers that keep a
-  deleted object until they are removed; lists with an equality `labelSelector` and
-  `limit`/`continue` paging (the token is the offset into the list, as a string);
+  deleted object until they are removed; lists with a `labelSelector` (equality and
+  `in` terms) and `limit`/`continue` paging (the token is the offset into the list, as
+  a string);
 - a test scripts the answer or failure of the next matching request (`fail`,
   `answer`, `script_list`), the events of the next matching watch (`script_watch`),
   cuts a client off (`cut`) or slows every request (`latency`, on simulated time:
@@ -146,11 +147,29 @@ class _Watch:
         )
 
 
+def _terms(selector: str) -> list[str]:
+    """A selector's terms: split at the commas outside parentheses."""
+    terms, depth, term = [], 0, ""
+    for char in selector:
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if char == "," and depth == 0:
+            terms.append(term)
+            term = ""
+        else:
+            term += char
+    return [t for t in [*terms, term] if t.strip()]
+
+
 def selected(obj: Body, selector: str) -> bool:
-    """Whether `obj`'s labels match an equality selector ("a=b,c=d", "a==b", "a!=b")."""
+    """Whether `obj`'s labels match a selector of equality terms ("a=b,c=d", "a==b",
+    "a!=b", "a") and set terms ("a in (x,y)")."""
     labels = (obj.get("metadata") or {}).get("labels") or {}
-    for term in filter(None, selector.split(",")):
-        if "!=" in term:
+    for term in _terms(selector):
+        if " in (" in term:
+            key, values = term.split(" in (", 1)
+            if labels.get(key.strip()) not in {v.strip() for v in values.rstrip(") ").split(",")}:
+                return False
+        elif "!=" in term:
             key, value = term.split("!=", 1)
             if labels.get(key.strip()) == value.strip():
                 return False

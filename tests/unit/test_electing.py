@@ -132,6 +132,38 @@ async def test_a_lease_another_replica_renews_is_followed_and_never_written() ->
     assert run.changes == []
 
 
+async def test_a_patient_replica_creates_an_absent_lease_only_after_its_patience() -> None:
+    """A replica whose lists are not in yet (runtime.process) waits 4 s on an absent
+    Lease: its rounds at 0, 2 and 4 s; it creates the Lease at the third."""
+    time = FakeTime()
+    server = LeaseServer(time)
+    a = elector(server, "a")
+    a.patience = 4.0
+    async with running(time, a) as [run]:
+        assert not a.is_leader() and a.observed.is_set()
+        await time.advance_to(at(4) - TICK)
+        assert server.writes_by("a") == []
+        await time.advance_to(at(4))
+        assert a.is_leader() and run.changes == [(4.0, True)]
+
+
+async def test_a_synced_standby_takes_a_released_lease_before_a_patient_replica() -> None:
+    """The leader releases; the standby whose lists are in takes the Lease through its
+    watch at once; the patient one (lists not in) never writes it."""
+    time = FakeTime()
+    server = LeaseServer(time)
+    a, b, c = elector(server, "a"), elector(server, "b"), elector(server, "c")
+    c.patience = 4.0
+    async with running(time, a, b, c) as [run_a, _, run_c]:
+        assert a.is_leader()
+        await time.advance(5.3)
+        await run_a.halt()
+        await time.advance(30)
+        assert b.is_leader() and not c.is_leader()
+        assert run_c.changes == []
+    assert server.writes_by("c") == []
+
+
 # -- taking over -------------------------------------------------------------------------
 
 

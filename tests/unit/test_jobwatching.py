@@ -115,3 +115,21 @@ async def test_jobs_without_a_schedule_uid_are_not_indexed() -> None:
     stray = job("x", "j9", schedule_uid="")
     index, told = await run(scripted(JOBS, lists=[[stray]], streams=[]))
     assert len(index.index) == 0 and told == []
+
+
+async def test_a_job_listed_early_after_the_complete_list_was_read_is_kept_by_it() -> None:
+    """runtime.early lists a few schedules' Jobs while the complete list streams in: a
+    Job it found that is newer than the complete list (resourceVersion 10) is kept when
+    that list lacks it; one as old as the list, which the list lacks, is gone."""
+    api = scripted(JOBS, lists=[[job("a", "j1")]], streams=[])
+    told: list[tuple[str, JobSnapshot | None]] = []
+    index = JobIndex(api, [NS], lambda key, uid, now: told.append((uid, now)))
+    index.put_early(job("new", "j2", rv="12"))  # created after the list was read
+    index.put_early(job("old", "j3", rv="9"))  # deleted before it was read
+    stop = asyncio.Event()
+    task = asyncio.create_task(index.run(stop))
+    await asyncio.wait_for(index.ready.wait(), 1)
+    stop.set()
+    await task
+    assert sorted(j.name for j in index.index["s-1"]) == ["a", "new"]
+    assert ("j3", None) in told and ("j2", None) not in told

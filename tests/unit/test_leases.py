@@ -83,6 +83,31 @@ def test_choose(case: Case) -> None:
     assert (step, epoch) == (case.step, case.epoch)
 
 
+PATIENCE_CASES = [
+    # (what, lease, seen for, server clock, step)
+    ("released, seen free 3 s of 4: wait", record(""), 3.0, None, Step.STAND_BY),
+    ("released, seen free 4 s: take", record(""), 4.0, None, Step.TAKE),
+    ("expired by my clock, 3 s past: wait", record("other"), 18.0, None, Step.STAND_BY),
+    ("expired by my clock, 4 s past: take", record("other"), 19.0, None, Step.TAKE),
+    ("server clock: 3 s past expiry: wait", record("other"), 0.0, T0 + timedelta(seconds=18),
+     Step.STAND_BY),
+    ("server clock: 4 s past expiry: take", record("other"), 0.0, T0 + timedelta(seconds=19),
+     Step.TAKE),
+    ("mine: renew at once", record("me"), 0.0, None, Step.RENEW),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("what", "lease", "seen_for", "server_now", "step"), PATIENCE_CASES)
+def test_a_patient_replica_takes_a_free_lease_only_after_its_patience(
+    what: str, lease: LeaseRecord, seen_for: float, server_now: datetime | None, step: Step
+) -> None:
+    """A replica whose lists are not in yet waits 4 s more than one whose lists are, so
+    that a standby able to decide everything at once leads instead."""
+    observation = Observation(lease, since=NOW - seen_for)
+    got, _ = choose(observation, "me", epoch=None, now=NOW, server_now=server_now, patience=4.0)
+    assert got == step, what
+
+
 def test_the_observers_clock_restarts_when_the_record_changes() -> None:
     first = observe(None, record("other"), now=100.0)
     same = observe(first, record("other"), now=110.0)

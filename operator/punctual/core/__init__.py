@@ -10,7 +10,8 @@ handed (`decisions`, `creating`, `delaying`, `settling`), `keys` (every label,
 annotation and finalizer key), `models`, `naming`, `jobs`, `workloads` (the kinds a
 workloadTemplate creates), `completion` (whether a workload succeeded or failed: per
 kind, or by the schedule's CEL rules), `ownership`, `stamping`, `triggers`, `migrating`
-(what a CronJob becomes, and the hand-over by cursor) and `times`.
+(what a CronJob becomes, and the hand-over by cursor), `early` (which schedules a new
+leader may decide before its lists are in) and `times`.
 
 What it must never do: read a clock, touch the network or the disk, or import the
 shell (`punctual.kube`, `punctual.runtime`, `punctual.cli`), kopf, aiohttp,

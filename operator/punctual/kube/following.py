@@ -82,6 +82,7 @@ class Follower:
         self.selector = selector
         self.ready = asyncio.Event()
         self.events = 0  # watch events handled, for tests and the benchmark
+        self.list_version = ""  # the resourceVersion of the list just completed
 
     async def run(self, stop: asyncio.Event) -> None:
         """List and watch every namespace until `stop`."""
@@ -141,8 +142,10 @@ class Follower:
             if not token:
                 break
             params["continue"] = str(token)
+        version = str(meta.get("resourceVersion") or "")
+        self.list_version = version  # for the collection's `listed`, which it precedes
         self.collection.listed(namespace, uids)
-        return str(meta.get("resourceVersion") or "")
+        return version
 
     async def _watch(self, namespace: str | None, version: str) -> str:
         """Follow the watch from `version`; the last resourceVersion seen when it ends."""

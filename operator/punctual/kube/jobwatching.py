@@ -71,6 +71,8 @@ class JobIndex:
         self._jobs: dict[str, dict[str, JobSnapshot]] = {}
         self._where: dict[str, str] = {}  # job uid -> its schedule uid
         self._bodies: dict[str, dict[str, Any]] = {}  # another kind's object uid -> body
+        # Jobs listed early for a few schedules (runtime.early): uid -> resourceVersion.
+        self._early: dict[str, int] = {}
         self.index = JobsByScheduleUid(self._jobs)
         self.follower = Follower(
             api, self.path, self, namespaces=namespaces, what="Jobs", selector=LABEL_SCHEDULE_UID
@@ -107,11 +109,21 @@ class JobIndex:
 
     # -- kube.following.Collection ----------------------------------------------------
 
+    def put_early(self, body: Mapping[str, Any]) -> None:
+        """Index a Job listed for a few schedules before the complete list is in
+        (runtime.early). That list, begun earlier, may lack it: it is kept then."""
+        uid = self.put(body)
+        self._early[uid] = _version(body)
+
     def listed(self, namespace: str | None, uids: set[str], kind: WorkloadKind = JOB) -> None:
-        """Drop the namespace's Jobs (of `kind`) the list no longer has."""
+        """Drop the namespace's Jobs (of `kind`) the list no longer has, but for the ones
+        listed early after this list was read (its watch will tell of them)."""
+        version = _version({"metadata": {"resourceVersion": self.follower.list_version}})
         for uid in [u for u in self._where if u not in uids]:
             job = self._jobs.get(self._where[uid], {}).get(uid)
             if job is None or job.kind != kind:
+                continue
+            if kind.is_job and self._early.get(uid, -1) > version:
                 continue
             if namespace is None or job.namespace == namespace:
                 self.drop(uid)
@@ -154,6 +166,7 @@ class JobIndex:
 
     def drop(self, uid: str) -> None:
         self._bodies.pop(uid, None)
+        self._early.pop(uid, None)
         schedule_uid = self._where.pop(uid, None)
         if schedule_uid is None:
             return
@@ -167,6 +180,14 @@ class JobIndex:
     def _tell(self, job: JobSnapshot, now: JobSnapshot | None) -> None:
         if job.schedule:
             self.on_job((job.namespace, job.schedule), job.uid, now)
+
+
+def _version(body: Mapping[str, Any]) -> int:
+    """resourceVersions are opaque, but from etcd they are increasing integers."""
+    try:
+        return int((body.get("metadata") or {}).get("resourceVersion", "-1"))
+    except (TypeError, ValueError):
+        return -1
 
 
 class CompletionRules:

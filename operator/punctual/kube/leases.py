@@ -149,15 +149,18 @@ def seconds_left(record: LeaseRecord, server_now: datetime | None) -> float | No
     return (record.renew_time + timedelta(seconds=record.duration) - server_now).total_seconds()
 
 
-def expired(observation: Observation, now: float, server_now: datetime | None) -> bool:
+def expired(
+    observation: Observation, now: float, server_now: datetime | None, *, patience: float = 0.0
+) -> bool:
     """Unrenewed for its duration: seen unchanged that long on this replica's monotonic
     clock (client-go's rule), or past its renewTime plus duration by the server's clock,
-    which lets a standby take over at expiry rather than up to one poll later."""
+    which lets a standby take over at expiry rather than up to one poll later. With
+    `patience`, that many seconds more."""
     record = observation.record
-    if now - observation.since >= record.duration:
+    if now - observation.since >= record.duration + patience:
         return True
     left = seconds_left(record, server_now)
-    return left is not None and left <= 0
+    return left is not None and left <= -patience
 
 
 class Step(Enum):
@@ -175,12 +178,18 @@ def choose(
     epoch: int | None,
     now: float,
     server_now: datetime | None,
+    patience: float = 0.0,
 ) -> tuple[Step, int | None]:
-    """The step and the epoch it leads to (None when standing by)."""
+    """The step and the epoch it leads to (None when standing by).
+
+    `patience`: seconds a released or expired Lease must have been so before this
+    replica takes it; a replica whose lists are not in yet waits that long, so that a
+    standby with its lists in (which takes it at once) leads instead (runtime.process)."""
     record = observation.record
     if record.holder == identity:
         return Step.RENEW, record.transitions if epoch is None else epoch
-    if record.holder == "" or expired(observation, now, server_now):
+    free = record.holder == "" and now - observation.since >= patience
+    if free or expired(observation, now, server_now, patience=patience):
         return Step.TAKE, record.transitions + 1
     return Step.STAND_BY, None
 
@@ -240,6 +249,9 @@ class LeaderElector:
         self._observation: Observation | None = None
         self._expires_in: float | None = None  # seconds until the holder's Lease expires
         self._fenced: int | None = None  # the epoch the Fence was raised to
+        # Seconds a free Lease must have been free before we take it (kube.leases.choose).
+        self.patience = 0.0
+        self._absent_since: float | None = None  # since when the Lease has been seen absent
         # Whether our last write of the Lease (create, renew, take) succeeded: we hold it,
         # even while we may not lead yet (the Fence not raised, kube.sharding counts it).
         self.holding = False
@@ -287,7 +299,9 @@ class LeaderElector:
             lease = await self.api.get(self.path)
         except NotFound:
             self.observed.set()
-            if not may_take:
+            if self._absent_since is None:
+                self._absent_since = started
+            if not may_take or started - self._absent_since < self.patience:
                 return await self._update_leadership(None, was_leader)
             return await self._update_leadership(await self._create(started), was_leader)
         except ApiError as error:
@@ -295,11 +309,17 @@ class LeaderElector:
             return await self._update_leadership(None, was_leader)
 
         self.observed.set()
+        self._absent_since = None
         record = LeaseRecord.from_body(lease, self.config.lease_duration)
         self._observation = observation = observe(self._observation, record, started)
         server_now = self._server_now()
         step, epoch = choose(
-            observation, self.config.identity, epoch=self.epoch, now=started, server_now=server_now
+            observation,
+            self.config.identity,
+            epoch=self.epoch,
+            now=started,
+            server_now=server_now,
+            patience=self.patience,
         )
         # A standby wakes at the expiry the server's clock predicts, not a poll later.
         seen_long_enough = started - observation.since >= record.duration

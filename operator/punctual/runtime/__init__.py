@@ -6,6 +6,7 @@
   namespaces, routine writes in a lane of their own).
 - `reconciling`: one pass over one schedule (decide, let the status wait, apply).
 - `view`: the leader's view of schedules and Jobs, fresher than the watch.
+- `early`: deciding the schedules due soon while the lists stream in.
 - `freezewindows`: the FreezeWindows as followed, and their status.
 - `clusterwide`: the Calendars, ClusterFreezeWindows and Namespace labels, listed, and
   their status.

@@ -40,6 +40,7 @@ from punctual.kube.workloads import Workloads
 from punctual.metrics import Metrics, serve
 from punctual.runtime.calibrating import calibrate
 from punctual.runtime.clusterwide import ClusterWide
+from punctual.runtime.early import EarlyDecisions
 from punctual.runtime.freezewindows import FreezeWindows
 from punctual.runtime.logs import configure_logging
 from punctual.runtime.options import Options, default_identity
@@ -52,6 +53,8 @@ from punctual.runtime.view import LeaderView
 logger = logging.getLogger("punctual")
 
 RESYNC_EVERY = timedelta(minutes=5)
+# Retry periods a replica whose lists are not in waits on a free Lease (kube.leases.choose).
+PATIENCE_PERIODS = 2
 
 __all__ = ["Fatal", "Operator", "Options", "run"]
 
@@ -155,14 +158,29 @@ class Operator:
             clock=clock,
             notify=self.loop.notify,
         )
+        # Before the lists are in, only the schedules due soon whose Jobs were listed are
+        # decided (runtime.early), and only with one shard: with more, no shard is sought
+        # before the lists are in (a replica taking part in the share would take shards
+        # from replicas that could decide them whole).
+        self.early = EarlyDecisions(
+            api,
+            self.jobs,
+            clock=clock,
+            leading=self.election.is_leader,
+            notify=self.loop.notify,
+        )
         self.lag = LagSampler()
-        # The schedules and the Jobs listed: nothing is decided, and no Lease is sought, before.
+        # The schedules and the Jobs listed: everything may be decided.
         self.synced = asyncio.Event()
+        for elector in self.election.electors:  # yield to a standby whose lists are in
+            elector.patience = PATIENCE_PERIODS * options.retry_period
         self.watching = asyncio.Event()  # kopf has started its watches (readiness)
         self.stopping = asyncio.Event()  # set with the stop: a stopping replica is not ready
         self.registry = make_registry(credentials=api.credentials, on_freeze=self.freezes.changed)
 
     async def _reconcile(self, key: Key) -> datetime | None:
+        if not self.synced.is_set() and not self.early.decidable(key, self.schedules.uids.get(key)):
+            return None  # decided once the lists are in (notify_all)
         return await self.reconciler(key)
 
     # -- what the watches tell us -----------------------------------------------------
@@ -176,7 +194,12 @@ class Operator:
         if group is not None:  # a member changed: the others may have room now
             self._notify_group(key, group)
         version = None if body is None else (body.get("metadata") or {}).get("resourceVersion")
-        if not self.view.is_echo(key, version):  # our own write: nothing new
+        echo = self.view.is_echo(key, version)  # our own write: nothing new
+        if not self.synced.is_set():
+            self.early.consider(key, body)
+            if not self.early.decidable(key, self.schedules.uids.get(key)):
+                return  # looked at once the lists are in (notify_all)
+        if not echo:
             self.loop.notify(key)
 
     def _on_job(self, key: Key, uid: str, job: JobSnapshot | None) -> None:
@@ -198,31 +221,35 @@ class Operator:
             self.loop.notify_in_order(self.schedules.soonest_first())
 
     async def _act_on_leadership(self, stop: asyncio.Event) -> None:
-        """Enable the loop while leading; on becoming leader, look at every schedule."""
+        """Enable the loop while leading; once leading with the lists in, look at every
+        schedule (before they are in, runtime.early says which may be decided)."""
         led: set[int] = set()
+        whole = False  # leading with the lists in, and every schedule looked at
         while not stop.is_set():
             self.election.changed.clear()
-            # Nothing is decided before both indices are complete.
-            now_led = set(self.election.led()) if self.synced.is_set() else set()
+            synced = self.synced.is_set()
+            now_led = set(self.election.led())
             self.loop.enabled = bool(now_led)
-            if now_led - led:  # a shard gained: look at every schedule (others return at once)
-                if not led:
-                    self.view.clear()
+            if now_led and not led:
+                self.view.clear()  # a new leadership
+            if bool(now_led) != bool(led):
+                self.early.led(bool(now_led))
+            if now_led and synced and (now_led - led or not whole):
+                # A shard gained, or the lists came in: look at every schedule (the
+                # others' passes return at once).
                 self.notify_all()
                 await self.reconciler.sweep()
+            whole = bool(now_led) and synced
             if now_led:  # leadership that had only lapsed is back: what it dropped
                 for key in self.reconciler.take_dropped():
                     self.loop.notify(key)
             led = now_led
-            changed = asyncio.ensure_future(self.election.changed.wait())
-            stopper = asyncio.ensure_future(stop.wait())
-            await asyncio.wait(
-                {changed, stopper},
+            await first_of(
+                self.election.changed,
+                stop,
+                *([] if synced else [self.synced]),
                 timeout=RESYNC_EVERY.total_seconds(),
-                return_when=asyncio.FIRST_COMPLETED,
             )
-            changed.cancel()
-            stopper.cancel()
 
     def unready(self) -> str | None:
         """Why this replica could not lead at once, or None when it could: /readyz is 200
@@ -285,13 +312,18 @@ class Operator:
     async def _notify_when_synced(self) -> None:
         await self.schedules.ready.wait()
         await self.jobs.ready.wait()
+        for elector in self.election.electors:
+            elector.patience = 0.0
         self.synced.set()
         logger.info("listed %d CronSchedules and their Jobs", len(self.schedules))
 
     async def _elect(self, stop: asyncio.Event) -> None:
-        """Seek the Leases once both indices are complete, until `stop`: a replica that
-        could not decide yet must not take a shard that a synced standby could lead."""
-        await first_of(stop, self.synced, timeout=None)
+        """Seek the Leases until `stop`. With one shard at once, but patiently until the
+        lists are in (a free Lease is taken only after PATIENCE_PERIODS retry periods, so
+        that a standby with its lists in takes it first); with more, once the lists are
+        in: a replica that could not decide yet must not take part in the share."""
+        if self.election.count > 1:
+            await first_of(stop, self.synced, timeout=None)
         if not stop.is_set():
             await self.election.run(stop)
 
@@ -318,7 +350,11 @@ class Operator:
             "freeze windows": self.freezes.run(stop),
             "calendars and cluster freeze windows": self.clusterwide.run(stop),
         }
-        helpers = {"synced": self._notify_when_synced(), "signals": self._take_back_signals(stop)}
+        helpers = {
+            "synced": self._notify_when_synced(),
+            "signals": self._take_back_signals(stop),
+            "early decisions": self.early.run(stop, self.synced),
+        }
         stopping = {name: asyncio.create_task(c, name=name) for name, c in releasing.items()}
         parts = {name: asyncio.create_task(c, name=name) for name, c in cancelled.items()}
         aids = [asyncio.create_task(c, name=name) for name, c in helpers.items()]
