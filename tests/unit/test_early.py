@@ -76,7 +76,7 @@ class Setup:
             self.api,
             self.jobs,
             clock=self.time,
-            leading=lambda: self.leading,
+            may_decide=lambda: self.leading,
             notify=self.notified.append,
             sleeper=self.time,
         )

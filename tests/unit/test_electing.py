@@ -147,6 +147,19 @@ async def test_a_patient_replica_creates_an_absent_lease_only_after_its_patience
         assert a.is_leader() and run.changes == [(4.0, True)]
 
 
+async def test_a_patient_replica_whose_lists_come_in_attempts_at_once() -> None:
+    time = FakeTime()
+    server = LeaseServer(time)
+    a = elector(server, "a")
+    a.patience = 60.0
+    async with running(time, a) as [run]:
+        await time.advance(2.5)  # rounds at 0 and 2 s: patient
+        assert not a.is_leader()
+        a.without_patience()
+        await time.run_until_idle()
+        assert a.is_leader() and run.changes == [(2.5, True)]  # not at the round at 4 s
+
+
 async def test_a_synced_standby_takes_a_released_lease_before_a_patient_replica() -> None:
     """The leader releases; the standby whose lists are in takes the Lease through its
     watch at once; the patient one (lists not in) never writes it."""

@@ -252,6 +252,7 @@ class LeaderElector:
         # Seconds a free Lease must have been free before we take it (kube.leases.choose).
         self.patience = 0.0
         self._absent_since: float | None = None  # since when the Lease has been seen absent
+        self._wake = asyncio.Event()  # an attempt now rather than at the next round
         # Whether our last write of the Lease (create, renew, take) succeeded: we hold it,
         # even while we may not lead yet (the Fence not raised, kube.sharding counts it).
         self.holding = False
@@ -443,17 +444,24 @@ class LeaderElector:
         try:
             while not stop.is_set():
                 self.released.clear()
+                self._wake.clear()
                 await self.attempt()
                 pause = self.config.retry_period
                 if not self.is_leader() and self._expires_in is not None:
                     pause = min(pause, max(0.05, self._expires_in + 0.05))  # wake at expiry
-                await self._sleeper.wait(stop, self.released, timeout=pause)
+                await self._sleeper.wait(stop, self.released, self._wake, timeout=pause)
                 await self.lapse()
         finally:
             watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await watcher
             await self.release()
+
+    def without_patience(self) -> None:
+        """No more patience (the replica's lists are in): attempt at once, not at the
+        next round."""
+        self.patience = 0.0
+        self._wake.set()
 
     async def lapse(self) -> None:
         """If the renew deadline passed unrenewed: stop leading, and say so."""

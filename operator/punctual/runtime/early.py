@@ -17,8 +17,8 @@ them when that list, begun earlier, lacks them. A create of a Job that exists an
 409, which the applier takes as ours (kube.applying).
 
 What it must never do: mark a schedule decidable before its Jobs are listed, list for a
-replica that does not lead, or outlive the complete lists (once they are in, every
-schedule is decidable and this stops).
+replica that does not lead or has not listed the FreezeWindows and Calendars, or outlive
+the complete lists (once they are in, every schedule is decidable and this stops).
 """
 
 from __future__ import annotations
@@ -52,14 +52,16 @@ class EarlyDecisions:
         jobs: JobIndex,
         *,
         clock: Clock,
-        leading: Callable[[], bool],
+        may_decide: Callable[[], bool],
         notify: Callable[[Key], None],
         sleeper: Sleeper | None = None,
     ) -> None:
         self.api = api
         self.jobs = jobs
         self.clock = clock
-        self.leading = leading  # whether this replica leads now (and may decide)
+        # Whether this replica leads now, with what decisions read besides the schedule
+        # and its Jobs (FreezeWindows, Calendars) listed.
+        self.may_decide = may_decide
         self.notify = notify
         self.candidates: dict[Key, tuple[str, datetime]] = {}  # key -> (uid, next tick)
         self.known: dict[Key, str] = {}  # key -> the uid whose Jobs are listed
@@ -102,7 +104,7 @@ class EarlyDecisions:
         """List the Jobs of the candidates as they come, while leading, until `synced`."""
         while not stop.is_set() and not synced.is_set():
             self._kick.clear()
-            if self.leading():
+            if self.may_decide():
                 await self._list_waiting()
             await self._sleeper.wait(stop, synced, self._kick, timeout=POLL)
         self.done = True
@@ -120,7 +122,7 @@ class EarlyDecisions:
             by_namespace[key[0]].append((key, uid))
         for namespace, members in by_namespace.items():
             for start in range(0, len(members), BATCH):
-                if not self.leading():
+                if not self.may_decide():
                     return
                 await self._list(namespace, members[start : start + BATCH])
 

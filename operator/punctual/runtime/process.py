@@ -166,7 +166,7 @@ class Operator:
             api,
             self.jobs,
             clock=clock,
-            leading=self.election.is_leader,
+            may_decide=self._may_decide_early,
             notify=self.loop.notify,
         )
         self.lag = LagSampler()
@@ -177,6 +177,12 @@ class Operator:
         self.watching = asyncio.Event()  # kopf has started its watches (readiness)
         self.stopping = asyncio.Event()  # set with the stop: a stopping replica is not ready
         self.registry = make_registry(credentials=api.credentials, on_freeze=self.freezes.changed)
+
+    def _may_decide_early(self) -> bool:
+        """Leading, and what a decision reads besides the schedule and its Jobs is in:
+        the FreezeWindows, the Calendars and ClusterFreezeWindows (and Namespace labels)."""
+        listed = self.freezes.listed.is_set() and self.clusterwide.listed.is_set()
+        return listed and self.election.is_leader()
 
     async def _reconcile(self, key: Key) -> datetime | None:
         if not self.synced.is_set() and not self.early.decidable(key, self.schedules.uids.get(key)):
@@ -313,7 +319,7 @@ class Operator:
         await self.schedules.ready.wait()
         await self.jobs.ready.wait()
         for elector in self.election.electors:
-            elector.patience = 0.0
+            elector.without_patience()
         self.synced.set()
         logger.info("listed %d CronSchedules and their Jobs", len(self.schedules))
 
