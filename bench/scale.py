@@ -30,7 +30,12 @@ does.
   punctual_schedules gauge), to the end of the first status writes (every schedule's
   first `cronschedules/status` write in the audit log), to the first on-time firing of
   the every-second schedules, and their coverage and skew while the first writes go
-  on; the API server's and etcd's peak RSS beside them.
+  on; the API server's and etcd's peak RSS beside them. Half the every-second ones sort
+  before the rare ones, half after: a new leader decides while the list streams in, so
+  each half's first on-time firing is reported. Then a restart (the first replica
+  stopped, a second started: every schedule has its status now), and a failover: a hot
+  standby beside that leader, the leader killed (-9), both RSS before the kill and the
+  standby's first on-time firing after it.
 
 Cluster: `.cluster-bench/` of this work tree on ports from BENCH_PORT_BASE (default
 settings.PORT_BASE), pods of kwok that run BENCH_POD_RUN_MS (here 200 ms by default),
@@ -751,8 +756,73 @@ async def startup(trial: Trial, every: int, lead: float, cap: float) -> None:
     # Then a restart: the schedules have their status now, as after any upgrade.
     trial.operators[-1].stop(timeout=30.0)
     trial.result["restart"] = await _one_start(trial, "bench-b", 0.0, n + every, cap)
+    # Then a failover: a hot standby beside the new leader, and the leader killed (-9).
+    trial.result["failover"] = await _failover(trial, trial.operators[-1], every)
     pids = trial.component_pids()
     trial.result["peak_rss_mb"] = {name: round(peak_rss_mb(pid), 1) for name, pid in pids.items()}
+
+
+async def _failover(
+    trial: Trial, leader: OperatorProcess, every: int, *, warm: float = 30.0, after: float = 90.0
+) -> dict[str, Any]:
+    """A hot standby started beside the leader; `warm` seconds after it is Ready, the
+    leader killed (SIGKILL, so its Lease is not released: the standby waits for it to
+    expire). Measured: both replicas' RSS just before the kill, and after it the
+    standby's Lease takeover, first Job and first on-time Job of the every-second
+    schedules, and their ticks fired on time for `after` seconds."""
+    from replicas import start_operator
+
+    settings = trial.settings
+    standby = start_operator(
+        trial.cluster, trial.workdir, "bench-c", trial.profile, settings.source, cprofile=False
+    )
+    trial.operators.append(standby)
+    t0 = wall()
+    ready: float | None = None
+    while wall() < t0 + 900 and standby.proc.poll() is None:
+        await asyncio.sleep(0.5)
+        trial.tail.poll()
+        if standby.get("/readyz")[0] == 200:
+            ready = wall()
+            break
+    log(f"bench-c (standby) ready +{(ready or wall()) - t0:.1f}s; warming {warm:.0f}s")
+    await asyncio.sleep(warm)
+    rss = {"leader": rss_mb(leader.pid), "standby": rss_mb(standby.pid)}
+    killed = wall()
+    leader.kill()
+    log(f"killed the leader (-9); RSS leader {rss['leader']:.0f} MB, standby {rss['standby']:.0f}")
+    while wall() < killed + after:
+        await asyncio.sleep(1.0)
+        trial.tail.poll()
+    agent = standby.user_agent
+    mine = [r for r in trial.tail.requests if r.agent == agent and r.received >= killed]
+    taken = [r.received for r in mine if r.resource == "leases" and r.verb == "update"]
+    firings = []
+    for r in _punctual_creates(mine):
+        parsed = split_job_name(r.name)
+        if r.code == 201 and "tick-" in r.name and parsed:
+            firings.append((float(parsed[1]), r.received))
+    firings.sort(key=lambda f: f[1])
+    on_time = [f for f in firings if f[1] - f[0] <= ON_TIME]
+    due = [f for f in firings if killed + after - 10 > f[0] >= killed]
+
+    def since(instant: float | None) -> float | None:
+        return round(instant - killed, 2) if instant is not None else None
+
+    return {
+        "standby_ready_s": round(ready - t0, 1) if ready is not None else None,
+        "warm_s": warm,
+        "rss_mb": {k: round(v, 1) for k, v in rss.items()},
+        "lease_duration_s": 15.0,  # punctual run's default, the bench's
+        "lease_taken_s": since(taken[0]) if taken else None,
+        "first_create_s": since(firings[0][1]) if firings else None,
+        "first_on_time_s": since(on_time[0][1]) if on_time else None,
+        "observed_s": after,
+        "fired": len(firings),
+        "on_time": len(on_time),
+        "ticks_due": every * _whole_seconds(killed, killed + after),
+        "skew_after_takeover": _summary(a - t for t, a in due if taken and t >= taken[0] + 5),
+    }
 
 
 async def _one_start(

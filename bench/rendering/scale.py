@@ -55,7 +55,42 @@ def markdown(results: Path) -> str:
         lines += _startup_table(r, "startup")
         if "restart" in r:
             lines += _startup_table(r, "restart")
+        if "failover" in r:
+            lines += _failover_table(r)
     return "\n".join(lines) + "\n"
+
+
+def _failover_table(r: dict[str, Any]) -> list[str]:
+    f = r["failover"]
+    rss = f.get("rss_mb") or {}
+    leader, standby = rss.get("leader"), rss.get("standby")
+    ratio = standby / leader if leader and standby else math.nan
+    bar = f["lease_duration_s"] + 2
+    return [
+        f"## Failover: a hot standby beside the leader of those {r['n']} schedules, the leader"
+        " killed",
+        "",
+        f"A second replica started beside the restarted leader; {f['warm_s']:g} s after it was"
+        " Ready, the leader was killed (SIGKILL: its Lease is not released, the standby waits"
+        " for it to expire). Times are from the kill.",
+        "",
+        "| figure | value |",
+        "|---|---|",
+        f"| standby Ready after its start | +{_f(f['standby_ready_s'], 1, ' s')} |",
+        f"| RSS before the kill: leader / standby (standby / leader) | {_f(leader, 0, ' MB')} / "
+        f"{_f(standby, 0, ' MB')} ({_f(ratio, 2)}; target within 10 %) |",
+        f"| Lease taken by the standby (duration {f['lease_duration_s']:g} s) | "
+        f"+{_f(f['lease_taken_s'], 1, ' s')} |",
+        f"| every-second schedules: first Job / first on-time Job (target <= {bar:g} s) | "
+        f"+{_f(f['first_create_s'], 1, ' s')} / +{_f(f['first_on_time_s'], 1, ' s')} |",
+        f"| their ticks in the {f['observed_s']:g} s after the kill: due / fired / on time | "
+        f"{f['ticks_due']} / {f['fired']} / {f['on_time']} |",
+        f"| skew from 5 s after the takeover: p50 / p99 / max | "
+        f"{_f((f.get('skew_after_takeover') or {}).get('p50'), 3, ' s')} / "
+        f"{_f((f.get('skew_after_takeover') or {}).get('p99'), 3, ' s')} / "
+        f"{_f((f.get('skew_after_takeover') or {}).get('max'), 3, ' s')} |",
+        "",
+    ]
 
 
 def _when(result: dict[str, Any]) -> str:

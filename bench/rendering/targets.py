@@ -310,4 +310,29 @@ def _startup_rows(scale: dict[str, Result]) -> list[str]:
                     reason,
                 )
             )
+        failover = r.get("failover")
+        if failover is not None:
+            bar = failover["lease_duration_s"] + 2
+            first = failover.get("first_on_time_s")
+            rss = failover.get("rss_mb") or {}
+            leader, standby = rss.get("leader") or math.nan, rss.get("standby") or math.nan
+            out.append(
+                _row(
+                    f"{r['n']} schedules, failover (kill -9): first on-time firing <= one Lease "
+                    f"duration + 2 s ({bar:g} s)",
+                    f"Lease taken at +{_s(failover.get('lease_taken_s'))}, first on-time Job at "
+                    f"+{_s(first)}",
+                    (first or math.inf) <= bar,
+                    "the standby takes the Lease only once it has expired",
+                )
+            )
+            out.append(
+                _row(
+                    f"{r['n']} schedules, failover: the standby's memory within 10 % of the "
+                    "leader's",
+                    f"standby {standby:.0f} MB, leader {leader:.0f} MB",
+                    abs(standby - leader) <= 0.1 * leader,
+                    "the leader keeps what it wrote until the watch delivers it",
+                )
+            )
     return out
