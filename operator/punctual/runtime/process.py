@@ -184,8 +184,11 @@ class Operator:
         listed = self.freezes.listed.is_set() and self.clusterwide.listed.is_set()
         return listed and self.election.is_leader()
 
+    def _decidable_early(self, key: Key) -> bool:
+        return self.early.decidable(key, self.schedules.uids.get(key))
+
     async def _reconcile(self, key: Key) -> datetime | None:
-        if not self.synced.is_set() and not self.early.decidable(key, self.schedules.uids.get(key)):
+        if not self.synced.is_set() and not self._decidable_early(key):
             return None  # decided once the lists are in (notify_all)
         return await self.reconciler(key)
 
@@ -203,13 +206,15 @@ class Operator:
         echo = self.view.is_echo(key, version)  # our own write: nothing new
         if not self.synced.is_set():
             self.early.consider(key, body)
-            if not self.early.decidable(key, self.schedules.uids.get(key)):
+            if not self._decidable_early(key):
                 return  # looked at once the lists are in (notify_all)
         if not echo:
             self.loop.notify(key)
 
     def _on_job(self, key: Key, uid: str, job: JobSnapshot | None) -> None:
         if self.view.job_changed(uid, job):
+            if not self.synced.is_set() and not self._decidable_early(key):
+                return  # looked at once the lists are in (notify_all)
             self.loop.notify(key)
             group = self.groups.group(key)
             if group is not None:  # a member's run started or ended: the others look again
