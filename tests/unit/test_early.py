@@ -1,10 +1,11 @@
 """Deciding while the lists stream in: which schedules, and their Jobs listed after them.
 
 `core.early.due_soon` is table-tested; `runtime.early.EarlyDecisions` runs on simulated
-time against the shared fake API server: it lists the Jobs of the schedules due soon,
-only while leading, with one set-based selector per batch, marks them decidable only
-then (and only for the uid it listed for), forgets that on a lapse of leadership, and
-stops once the lists are in.
+time against the shared fake API server: it wakes the schedules due soon, soonest first,
+only while the replica may decide; before each pass over one it reads the schedule
+again and then lists its Jobs (in that order), which replace what the index held of
+them; a pass waits for the lists when the schedule is gone or no longer due soon, or
+when leadership lapsed during the reads; and it stops once the lists are in.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 import pytest
 
 from punctual.core.early import due_soon
+from punctual.kube.applying import schedule_path
 from punctual.kube.client import Unavailable
 from punctual.kube.jobwatching import JobIndex
 from punctual.runtime.early import EarlyDecisions
@@ -40,6 +42,7 @@ def job(name: str, schedule_uid: str) -> dict[str, Any]:
         "metadata": {
             "name": name,
             "namespace": NS,
+            "uid": f"uid-{name}",
             "labels": {"punctual.dev/schedule": name, "punctual.dev/schedule-uid": schedule_uid},
         },
         "spec": {},
@@ -72,6 +75,7 @@ class Setup:
         self.jobs = JobIndex(self.api, [NS], lambda key, uid, job: None)
         self.leading = False
         self.notified: list[Key] = []
+        self.reread: list[tuple[Key, dict[str, Any] | None]] = []
         self.early = EarlyDecisions(
             self.api,
             self.jobs,
@@ -83,92 +87,110 @@ class Setup:
         self.stop = asyncio.Event()
         self.synced = asyncio.Event()
 
-    def job_lists(self) -> list[str]:
-        return [
-            r.params.get("labelSelector", "")
-            for r in self.api.of("get")
-            if r.target.endswith("/jobs")
-        ]
+    def store(self, body: dict[str, Any]) -> None:
+        self.api.put(f"{schedule_path(NS, body['metadata']['name'])}", body)
+
+    async def refresh(self, name: str) -> bool | None:
+        return await self.early.refresh(
+            (NS, name), lambda key, body: self.reread.append((key, body))
+        )
 
 
-async def test_the_jobs_of_schedules_due_soon_are_listed_while_leading_then_decidable() -> None:
+async def test_the_candidates_are_woken_soonest_first_once_the_replica_may_decide() -> None:
     s = Setup()
-    s.api.put(f"{JobIndex.path(NS)}/b-1", job("b-1", "u-b"))
-    s.api.put(f"{JobIndex.path(NS)}/other", job("other", "u-x"))
     task = asyncio.create_task(s.early.run(s.stop, s.synced))
     s.early.consider((NS, "a"), schedule("a", "u-a", due=T0 + timedelta(seconds=30)))
     s.early.consider((NS, "b"), schedule("b", "u-b", due=T0 + timedelta(seconds=10)))
     s.early.consider((NS, "c"), schedule("c", "u-c", due=T0 + timedelta(hours=1)))
     await s.time.advance(5)
-    assert s.job_lists() == []  # not leading: nothing listed, nothing decidable
-    assert not s.early.decidable((NS, "a"), "u-a")
-
+    assert s.notified == [] and not s.early.decidable((NS, "a"))  # not leading
     s.leading = True
     s.early.led(True)
     await s.time.advance(0.1)
-    # One list for the batch, soonest first, naming exactly the due ones.
-    assert s.job_lists() == ["punctual.dev/schedule-uid in (u-b,u-a)"]
-    assert s.notified == [(NS, "b"), (NS, "a")]
-    assert s.early.decidable((NS, "b"), "u-b") and s.early.decidable((NS, "a"), "u-a")
-    assert not s.early.decidable((NS, "c"), "u-c")  # due in an hour: waits for the lists
-    assert not s.early.decidable((NS, "a"), "u-new")  # another object of the same name
-    assert [j.name for j in s.jobs.index["u-b"]] == ["b-1"]  # its Job, in the index
-    assert "u-x" not in s.jobs.index  # no other schedule's
-
+    assert s.notified == [(NS, "b"), (NS, "a")]  # c is due in an hour: it waits
+    assert s.early.decidable((NS, "a")) and not s.early.decidable((NS, "c"))
+    await s.time.advance(5)
+    assert s.notified == [(NS, "b"), (NS, "a")]  # once per leadership
+    s.early.led(False)
+    s.early.led(True)
+    await s.time.advance(0.1)
+    assert s.notified[2:] == [(NS, "b"), (NS, "a")]  # again in a new one
     s.synced.set()
     await s.time.advance(0.1)
     assert task.done() and s.early.done
     s.early.consider((NS, "d"), schedule("d", "u-d", due=T0))
-    assert not s.early.decidable((NS, "d"), "u-d") and s.early.candidates == {}
+    assert not s.early.decidable((NS, "d")) and s.early.candidates == {}
 
 
-async def test_a_lapse_of_leadership_makes_them_wait_for_a_new_list() -> None:
+async def test_a_pass_reads_the_schedule_again_then_lists_its_jobs_which_replace_the_old() -> None:
+    """The page said the tick is due; since, the old leader fired it and its Job is gone
+    (the fresh status says so), and another Job finished: the pass sees both as they are."""
     s = Setup()
     s.leading = True
-    task = asyncio.create_task(s.early.run(s.stop, s.synced))
-    s.early.consider((NS, "a"), schedule("a", "u-a", due=T0))
-    await s.time.advance(0.1)
-    assert s.early.decidable((NS, "a"), "u-a") and len(s.job_lists()) == 1
-    s.leading = False
-    s.early.led(False)
-    assert not s.early.decidable((NS, "a"), "u-a")
-    await s.time.advance(5)
-    assert len(s.job_lists()) == 1  # not while not leading
-    s.leading = True
-    s.early.led(True)
-    await s.time.advance(0.1)
-    assert s.early.decidable((NS, "a"), "u-a") and len(s.job_lists()) == 2
-    s.stop.set()
-    await s.time.advance(0.1)
-    assert task.done()
+    page = schedule("a", "u-a", due=T0)
+    fresh = schedule("a", "u-a", due=T0 + timedelta(seconds=1))
+    fresh["status"]["lastScheduledTime"] = "2026-11-25T12:00:00Z"
+    s.store(fresh)
+    s.jobs.put(job("a-gone", "u-a"))  # known from an earlier look: deleted since
+    finished = job("a-done", "u-a")
+    s.jobs.put(finished)  # running when last seen ...
+    finished["status"] = {"succeeded": 1, "conditions": [{"type": "Complete", "status": "True"}]}
+    s.api.put(f"{JobIndex.path(NS)}/a-done", finished)  # ... finished since
+    s.early.consider((NS, "a"), page)
+    assert await s.refresh("a") is True
+    gets = [r.target for r in s.api.of("get")]
+    assert gets == [schedule_path(NS, "a"), JobIndex.path(NS)]  # the schedule, then its Jobs
+    assert s.api.of("get")[1].params["labelSelector"] == "punctual.dev/schedule-uid=u-a"
+    assert [body["status"] for _, body in s.reread if body] == [fresh["status"]]
+    [only] = s.jobs.index["u-a"]
+    assert only.name == "a-done" and not only.active
 
 
-async def test_a_failed_list_leaves_them_undecidable_and_is_tried_again() -> None:
+@pytest.mark.parametrize("change", ["deleted", "no longer due soon"])
+async def test_a_pass_waits_for_the_lists_when_the_schedule_changed_under_it(change: str) -> None:
     s = Setup()
     s.leading = True
-    s.api.fail("get", JobIndex.path(NS), Unavailable(503, "ServiceUnavailable", "etcd is busy"))
-    task = asyncio.create_task(s.early.run(s.stop, s.synced))
     s.early.consider((NS, "a"), schedule("a", "u-a", due=T0))
-    await s.time.advance(0.1)
-    assert not s.early.decidable((NS, "a"), "u-a") and s.notified == []
-    await s.time.advance(1.0)  # the next round
-    assert s.early.decidable((NS, "a"), "u-a") and s.notified == [(NS, "a")]
-    s.stop.set()
-    await s.time.advance(0.1)
-    assert task.done()
+    if change == "no longer due soon":
+        s.store(schedule("a", "u-a", due=T0 + timedelta(days=1)))
+    assert await s.refresh("a") is None
+    assert not s.early.decidable((NS, "a"))
+    assert [r.target for r in s.api.of("get")] == [schedule_path(NS, "a")]  # no Jobs listed
+    assert s.reread[0][1] is None if change == "deleted" else s.reread[0][1] is not None
 
 
-async def test_a_schedule_no_longer_due_soon_or_deleted_is_not_decidable() -> None:
+async def test_a_pass_whose_leadership_lapsed_during_the_reads_decides_nothing() -> None:
     s = Setup()
     s.leading = True
-    task = asyncio.create_task(s.early.run(s.stop, s.synced))
+    s.store(schedule("a", "u-a", due=T0))
     s.early.consider((NS, "a"), schedule("a", "u-a", due=T0))
-    s.early.consider((NS, "b"), schedule("b", "u-b", due=T0))
-    await s.time.advance(0.1)
-    s.early.consider((NS, "a"), schedule("a", "u-a", due=T0 + timedelta(days=1)))
-    s.early.consider((NS, "b"), None)
-    assert not s.early.decidable((NS, "a"), "u-a")
-    assert not s.early.decidable((NS, "b"), "u-b")
-    s.stop.set()
-    await s.time.advance(0.1)
-    assert task.done()
+    listed = s.api.get
+
+    async def lapse_while_listing(path: str, **params: str) -> dict[str, Any]:
+        if path.endswith("/jobs"):
+            s.early.led(False)
+            s.early.led(True)  # lost and won back: another leader may have written
+        return await listed(path, **params)
+
+    s.api.get = lapse_while_listing  # type: ignore[method-assign]
+    assert await s.refresh("a") is None
+    assert s.reread == [] and "u-a" not in s.jobs.index
+
+
+async def test_a_failed_read_is_tried_again_soon() -> None:
+    s = Setup()
+    s.leading = True
+    s.store(schedule("a", "u-a", due=T0))
+    s.early.consider((NS, "a"), schedule("a", "u-a", due=T0))
+    s.api.fail("get", JobIndex.path(NS), Unavailable(503, "ServiceUnavailable", "busy"))
+    assert await s.refresh("a") is False
+    assert await s.refresh("a") is True
+
+
+async def test_jobs_listed_early_are_ignored_once_the_namespaces_list_is_in() -> None:
+    s = Setup()
+    s.jobs.put(job("a-1", "u-a"))
+    s.jobs.follower.list_version = "10"
+    s.jobs.listed(NS, {s.jobs.index["u-a"][0].uid})
+    s.jobs.put_early(NS, "u-a", [])  # would drop a-1: the watch keeps it instead
+    assert [j.name for j in s.jobs.index["u-a"]] == ["a-1"]

@@ -124,8 +124,8 @@ async def test_a_job_listed_early_after_the_complete_list_was_read_is_kept_by_it
     api = scripted(JOBS, lists=[[job("a", "j1")]], streams=[])
     told: list[tuple[str, JobSnapshot | None]] = []
     index = JobIndex(api, [NS], lambda key, uid, now: told.append((uid, now)))
-    index.put_early(job("new", "j2", rv="12"))  # created after the list was read
-    index.put_early(job("old", "j3", rv="9"))  # deleted before it was read
+    # Created after the list was read; deleted before it was read.
+    index.put_early(NS, "s-1", [job("new", "j2", rv="12"), job("old", "j3", rv="9")])
     stop = asyncio.Event()
     task = asyncio.create_task(index.run(stop))
     await asyncio.wait_for(index.ready.wait(), 1)

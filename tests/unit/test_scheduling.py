@@ -508,3 +508,18 @@ async def test_a_key_both_due_and_notified_is_processed_once() -> None:
     async with running(loop, time):
         await time.advance(1)
     assert work.keys() == [KEY, OTHER]  # the due lane first; its ready copy then stale
+
+
+async def test_a_tick_due_while_its_key_runs_is_served_first_after_the_pass() -> None:
+    time, work, loop = make(workers=1)
+    work.seconds = 0.1
+    loop.notify(KEY)
+    async with running(loop, time):
+        await time.advance(0.01)  # KEY's pass runs until 0.1 s
+        loop.wake_at(KEY, T0 + ms(50))  # its tick comes due meanwhile ...
+        for i in range(20):
+            loop.notify(("ns", f"change-{i}"))  # ... behind 20 changes notified before it
+        await time.advance(0.15)
+        assert work.keys()[:2] == [KEY, KEY]  # the due pass right after the running one
+        await time.advance(10)
+    assert work.count(KEY) == 2 and len(work.calls) == 22

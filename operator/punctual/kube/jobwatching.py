@@ -73,6 +73,7 @@ class JobIndex:
         self._bodies: dict[str, dict[str, Any]] = {}  # another kind's object uid -> body
         # Jobs listed early for a few schedules (runtime.early): uid -> resourceVersion.
         self._early: dict[str, int] = {}
+        self._complete: set[str | None] = set()  # namespaces (None: all) whose list is in
         self.index = JobsByScheduleUid(self._jobs)
         self.follower = Follower(
             api, self.path, self, namespaces=namespaces, what="Jobs", selector=LABEL_SCHEDULE_UID
@@ -109,16 +110,26 @@ class JobIndex:
 
     # -- kube.following.Collection ----------------------------------------------------
 
-    def put_early(self, body: Mapping[str, Any]) -> None:
-        """Index a Job listed for a few schedules before the complete list is in
-        (runtime.early). That list, begun earlier, may lack it: it is kept then."""
-        uid = self.put(body)
-        self._early[uid] = _version(body)
+    def put_early(self, namespace: str, schedule_uid: str, items: list[dict[str, Any]]) -> None:
+        """A schedule's Jobs, listed while the namespace's complete list is not in
+        (runtime.early): they replace what the index held of that schedule's Jobs. Once
+        that list is in, its watch keeps them, and this does nothing. The complete list,
+        begun earlier, may lack one: it is kept then."""
+        if None in self._complete or namespace in self._complete:
+            return
+        listed = {self.put(item) for item in items}
+        for item in items:
+            self._early[str(item["metadata"]["uid"])] = _version(item)
+        for uid, job in list(self._jobs.get(schedule_uid, {}).items()):
+            if uid not in listed and job.kind.is_job:
+                self.drop(uid)
 
     def listed(self, namespace: str | None, uids: set[str], kind: WorkloadKind = JOB) -> None:
         """Drop the namespace's Jobs (of `kind`) the list no longer has, but for the ones
         listed early after this list was read (its watch will tell of them)."""
         version = _version({"metadata": {"resourceVersion": self.follower.list_version}})
+        if kind.is_job:
+            self._complete.add(namespace)
         for uid in [u for u in self._where if u not in uids]:
             job = self._jobs.get(self._where[uid], {}).get(uid)
             if job is None or job.kind != kind:

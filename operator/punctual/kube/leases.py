@@ -325,7 +325,8 @@ class LeaderElector:
         # A standby wakes at the expiry the server's clock predicts, not a poll later.
         seen_long_enough = started - observation.since >= record.duration
         standing_by = step is not Step.RENEW and not seen_long_enough
-        self._expires_in = seconds_left(record, server_now) if standing_by else None
+        left = seconds_left(record, server_now) if standing_by else None
+        self._expires_in = None if left is None else left + self.patience
         if step is Step.TAKE and not may_take:
             step = Step.STAND_BY
         if step is Step.STAND_BY or epoch is None:

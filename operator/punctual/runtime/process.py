@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import os
 from collections.abc import Mapping
 from datetime import datetime, timedelta
@@ -55,6 +56,10 @@ logger = logging.getLogger("punctual")
 RESYNC_EVERY = timedelta(minutes=5)
 # Retry periods a replica whose lists are not in waits on a free Lease (kube.leases.choose).
 PATIENCE_PERIODS = 2
+# A replica whose lists are not in by then lets the Leases go until they are (it decides
+# too little to keep a standby whose lists are in from leading).
+EARLY_LIMIT = timedelta(minutes=5)
+EARLY_RETRY = timedelta(seconds=1)  # a pass whose fresh read failed, before the lists are in
 
 __all__ = ["Fatal", "Operator", "Options", "run"]
 
@@ -179,17 +184,24 @@ class Operator:
         self.registry = make_registry(credentials=api.credentials, on_freeze=self.freezes.changed)
 
     def _may_decide_early(self) -> bool:
-        """Leading, and what a decision reads besides the schedule and its Jobs is in:
-        the FreezeWindows, the Calendars and ClusterFreezeWindows (and Namespace labels)."""
+        """Leading, and what a decision reads besides the schedule and its Jobs is
+        followed: the FreezeWindows (listed, and kopf's watch of them started), the
+        Calendars and ClusterFreezeWindows (and Namespace labels)."""
         listed = self.freezes.listed.is_set() and self.clusterwide.listed.is_set()
-        return listed and self.election.is_leader()
+        return listed and self.watching.is_set() and self.election.is_leader()
 
     def _decidable_early(self, key: Key) -> bool:
-        return self.early.decidable(key, self.schedules.uids.get(key))
+        return self.early.decidable(key)
 
     async def _reconcile(self, key: Key) -> datetime | None:
-        if not self.synced.is_set() and not self._decidable_early(key):
-            return None  # decided once the lists are in (notify_all)
+        if not self.synced.is_set():
+            if not self.early.decidable(key):
+                return None  # decided once the lists are in (notify_all)
+            fresh = await self.early.refresh(key, self.view.reread)
+            if fresh is None:
+                return None  # it waits for the lists
+            if not fresh:
+                return self.clock.now() + EARLY_RETRY
         return await self.reconciler(key)
 
     # -- what the watches tell us -----------------------------------------------------
@@ -328,6 +340,22 @@ class Operator:
         self.synced.set()
         logger.info("listed %d CronSchedules and their Jobs", len(self.schedules))
 
+    async def _limit_early(self, stop: asyncio.Event) -> None:
+        """Lists not in within EARLY_LIMIT (RBAC refusing one namespace, a list that
+        never completes): release the Leases and take none until they are in. Such a
+        replica decides only the schedules due soon; before it could decide early, it
+        never led at all."""
+        await first_of(stop, self.synced, timeout=EARLY_LIMIT.total_seconds())
+        if stop.is_set() or self.synced.is_set():
+            return
+        logger.warning(
+            "the lists are not in after %d s: letting the Lease go until they are",
+            EARLY_LIMIT.total_seconds(),
+        )
+        for elector in self.election.electors:
+            elector.patience = math.inf
+            await elector.release()
+
     async def _elect(self, stop: asyncio.Event) -> None:
         """Seek the Leases until `stop`. With one shard at once, but patiently until the
         lists are in (a free Lease is taken only after PATIENCE_PERIODS retry periods, so
@@ -365,6 +393,7 @@ class Operator:
             "synced": self._notify_when_synced(),
             "signals": self._take_back_signals(stop),
             "early decisions": self.early.run(stop, self.synced),
+            "early limit": self._limit_early(stop),
         }
         stopping = {name: asyncio.create_task(c, name=name) for name, c in releasing.items()}
         parts = {name: asyncio.create_task(c, name=name) for name, c in cancelled.items()}

@@ -71,6 +71,7 @@ class SchedulerLoop:
         self._due_queued: set[Key] = set()
         self._running: set[Key] = set()
         self._dirty: set[Key] = set()
+        self._dirty_due: set[Key] = set()  # woken by their timer while being processed
         self._kick = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
         self.enabled = True
@@ -161,7 +162,7 @@ class SchedulerLoop:
         """Like `notify`, in the lane served first. (A copy of the key may also wait in a
         ready queue: whichever is dispatched first takes it, the other is then stale.)"""
         if key in self._running:
-            self._dirty.add(key)
+            self._dirty_due.add(key)
         elif key not in self._due_queued:
             self._due_queued.add(key)
             self._due.append(key)
@@ -223,7 +224,11 @@ class SchedulerLoop:
             self._running.discard(key)
             self._routine_running.discard(key)
         self.wake_at(key, next_wake)
-        if key in self._dirty:
+        if key in self._dirty_due:
+            self._dirty_due.discard(key)
+            self._dirty.discard(key)
+            self._notify_due(key)
+        elif key in self._dirty:
             self._dirty.discard(key)
             self.notify(key)
         self._kick.set()
