@@ -120,7 +120,10 @@ async def test_readyz_waits_for_the_index_and_a_free_lease_goes_to_a_whole_one_f
 
             # 3. A new replica alone fires what is due before its list is in.
             assert r3.stop() == 0 and r2.stop() == 0
-            r4 = ops.start("r4")
+            # Retries every 0.5 s: its patience on the released Lease is 1 s, well inside
+            # the seconds its list takes.
+            r4 = ops.start("r4", lease=("--lease-duration", "6", "--renew-deadline", "4",
+                                        "--retry-period", "0.5"))  # fmt: skip
             fired_while_listing = None
             began = time.monotonic()
             while time.monotonic() - began < 60:
