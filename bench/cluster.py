@@ -291,7 +291,12 @@ def install_punctual(cluster: LocalCluster, source: Path, *, fencing: bool) -> b
     kubectl = [str(BIN_DIR / "kubectl"), f"--kubeconfig={cluster.kubeconfig}"]
     crds = source / "crds"
     policy = crds / "fencing.punctual.dev.yaml"
-    files = [p for p in sorted(crds.glob("*.punctual.dev.yaml")) if p != policy]
+    # The CRDs only: crds/ also holds admission policies (fencing, triggers).
+    files = [
+        p
+        for p in sorted(crds.glob("*.punctual.dev.yaml"))
+        if "\nkind: CustomResourceDefinition" in p.read_text()
+    ]
     for path in files:
         subprocess.run([*kubectl, "apply", "-f", str(path)], check=True, capture_output=True)
     names = [f"crd/{p.name.removesuffix('.yaml')}" for p in files]
