@@ -140,13 +140,14 @@ async def test_a_held_schedule_keeps_no_managed_fields() -> None:
     assert "managedFields" not in unpack(packed)["metadata"]
 
 
-async def test_a_new_leader_looks_first_at_the_new_schedules_then_the_soonest_due() -> None:
-    def with_next(name: str, upcoming: str | None, rv: str = "5") -> dict[str, Any]:
-        body = schedule(name, rv)
-        if upcoming is not None:
-            body["status"] = {"nextScheduleTime": upcoming}
-        return body
+def with_next(name: str, upcoming: str | None, rv: str = "5") -> dict[str, Any]:
+    body = schedule(name, rv)
+    if upcoming is not None:
+        body["status"] = {"nextScheduleTime": upcoming}
+    return body
 
+
+async def test_a_new_leader_looks_first_at_the_new_schedules_then_the_soonest_due() -> None:
     api = scripted(
         SCHEDULES,
         lists=[
@@ -170,5 +171,24 @@ async def test_a_new_leader_looks_first_at_the_new_schedules_then_the_soonest_du
         ],
     )
     index, _ = await follow(api)
-    names = [name for _, name in index.soonest_first()]
+    names = [name for _, name in index.soonest_first("2026-11-26T16:30:00Z")]
     assert names == ["new", "yearly", "every-second"]
+
+
+async def test_a_new_leader_looks_at_what_is_due_before_the_never_decided() -> None:
+    api = scripted(
+        SCHEDULES,
+        lists=[
+            [
+                with_next("yearly", "2027-01-01T00:00:00Z"),
+                with_next("new", None),
+                with_next("due", "2026-11-26T16:30:01Z"),
+                with_next("overdue", "2026-11-26T16:00:00Z"),
+                with_next("hourly", "2026-11-26T17:00:00Z"),
+            ]
+        ],
+        streams=[],
+    )
+    index, _ = await follow(api)
+    names = [name for _, name in index.soonest_first("2026-11-26T16:30:10Z")]
+    assert names == ["overdue", "due", "new", "hourly", "yearly"]

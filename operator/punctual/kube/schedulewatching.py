@@ -73,11 +73,20 @@ class ScheduleIndex(Mapping[Key, str]):
     def __len__(self) -> int:
         return len(self._packed)
 
-    def soonest_first(self) -> list[Key]:
-        """Every schedule, those never decided (no nextScheduleTime) first, then by the
-        next tick their status names: the order a new leader looks at them in, so that
-        with 100 000 schedules the ones due now are not decided last."""
-        return sorted(self._packed, key=lambda key: self._next.get(key, ""))
+    def soonest_first(self, due_by: str) -> list[Key]:
+        """Every schedule in the order a new leader looks at them: those whose status
+        names a next tick at or before `due_by` (RFC 3339 UTC text) first, by that tick;
+        then those never decided (no nextScheduleTime: their first claim); then the
+        rest by their next tick. With 100 000 schedules, 76 000 of them never decided,
+        the ones due now waited 50 s behind those first claims when these came first."""
+
+        def order(key: Key) -> tuple[int, str]:
+            upcoming = self._next.get(key)
+            if upcoming is None:
+                return (1, "")
+            return (0 if upcoming <= due_by else 2, upcoming)
+
+        return sorted(self._packed, key=order)
 
     # -- kube.following.Collection ----------------------------------------------------
 

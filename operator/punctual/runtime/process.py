@@ -25,6 +25,7 @@ from aiohttp import web
 from punctual.clocks import ServerClock, first_of
 from punctual.core.groups import placement_of
 from punctual.core.jobs import JobSnapshot
+from punctual.core.times import format_time
 from punctual.core.workloads import parse_kinds
 from punctual.kube.applying import Applier
 from punctual.kube.client import ApiError, KubeClient
@@ -60,6 +61,9 @@ PATIENCE_PERIODS = 2
 # too little to keep a standby whose lists are in from leading).
 EARLY_LIMIT = timedelta(minutes=5)
 EARLY_RETRY = timedelta(seconds=1)  # a pass whose fresh read failed, before the lists are in
+# A new leader looks first at the schedules whose next tick is this close (then at the
+# never-decided ones, then at the rest).
+DUE_FIRST = timedelta(seconds=10)
 
 __all__ = ["Fatal", "Operator", "Options", "run"]
 
@@ -101,7 +105,7 @@ class Operator:
             self.jobs,
             on_served=lambda kind: self.notify_all(),
         )
-        self.view = LeaderView(self.schedules, self.jobs.index)
+        self.view = LeaderView(self.schedules, self.jobs.index, self.schedules.uids)
         self.loop = SchedulerLoop(
             self._reconcile,
             clock=clock,
@@ -241,7 +245,8 @@ class Operator:
 
     def notify_all(self) -> None:
         if self.synced.is_set():
-            self.loop.notify_in_order(self.schedules.soonest_first())
+            due_by = format_time((self.clock.now() + DUE_FIRST).replace(microsecond=0))
+            self.loop.notify_in_order(self.schedules.soonest_first(due_by))
 
     async def _act_on_leadership(self, stop: asyncio.Event) -> None:
         """Enable the loop while leading; once leading with the lists in, look at every
