@@ -1,21 +1,27 @@
 """The soak (`make soak`, not in `make test`): an hour of 2 000 schedules under faults.
 
-Two replicas run 2 000 schedules (`H * * * * *`: once a minute each, at its own hashed
-second, so about 33 firings a second without a herd), a quarter under each of
-concurrencyPolicy Allow, Forbid, Replace and BufferOne (runs of 300 ms, so every tick
-fires under each), with RunAll and a two-minute starting deadline. Every SOAK_FAULT_EVERY
-seconds (300) a fault, in turn: the leader paused past its Lease (SIGSTOP), the API server
-restarted, the Lease deleted, a Job deleted as it appears. Every 30 s the resident memory
-and the open file descriptors of each replica are sampled.
+Two replicas run 2 000 schedules, each once every SOAK_PERIOD minutes (5: `H H/5 * * * *`,
+at its own hashed minute and second, so about 6.7 firings a second without a herd), a
+quarter under each of concurrencyPolicy Allow, Forbid, Replace and BufferOne (runs of
+300 ms, so every tick fires under each), with RunAll and a two-minute starting deadline.
+Every SOAK_FAULT_EVERY seconds (300) a fault, in turn: the leader paused past its Lease
+(SIGSTOP), the API server restarted, the Lease deleted, a Job deleted as it appears.
+Every 30 s the resident memory and the open file descriptors of each replica are sampled.
+
+Why 6.7 a second and not once a minute (33 a second): at 33 Jobs a second the local
+control plane on two cores (Job controller, kwok, GC) falls minutes behind within the
+hour (bench/results-soak/once-a-minute.md kept that run's figures), and the soak then measures
+the Job controller's backlog, not the operator.
 
 Judged at the end, from the API server's audit log (streamed: an hour of it is large):
-no Job created twice; no tick lost under Allow and Replace (each schedule's fired ticks 60
-s apart, from two minutes after the start to a minute before the end: under those two
-every tick creates a Job); under Forbid and BufferOne a tick may rightly be skipped or
-wait while the Job controller is behind (at 33 Jobs a second on two cores it is: Jobs
-whose pods finished stay Running for a minute or more), so there only duplicates count;
-and neither replica's memory nor descriptors grown by more than 10 % from minutes 10-12
-to the last two minutes. The table goes to stdout and to SOAK_OUT
+no Job created twice; no tick lost under Allow and Replace (each schedule's fired ticks
+one period apart, from two minutes after the start to a minute before the end: under
+those two every tick creates a Job); under Forbid and BufferOne a tick may rightly be
+skipped or wait while a run is still going, so there only duplicates count. Memory: each
+replica's resident memory in the last two minutes no more than 10 % above minutes 10-12.
+Descriptors follow the HTTP connections (the client's pool opens and closes them with the
+load), so a leak is judged by the peak: the peak of the run's second half no more than
+10 % above the peak of minutes 10 to the half. The table goes to stdout and to SOAK_OUT
 (bench/results-soak/results.md).
 
 SOAK_MINUTES sets the length (the test is skipped without it); `make soak` runs 60.
@@ -49,6 +55,8 @@ from .test_operator import leader_of, schedule
 pytestmark = pytest.mark.e2e
 
 COUNT = int(os.environ.get("SOAK_SCHEDULES", "2000"))
+PERIOD = int(os.environ.get("SOAK_PERIOD", "5"))  # minutes between one schedule's ticks
+CRON = "H * * * * *" if PERIOD == 1 else f"H H/{PERIOD} * * * *"
 POLICIES = ("Allow", "Forbid", "Replace", "BufferOne")
 EVERY_TICK_CREATES = {"Allow", "Replace"}  # the others may skip or hold a tick by design
 # The faults that leave both replicas running (their memory is followed for the hour).
@@ -90,7 +98,7 @@ class Memory:
 def soak_schedule(index: int) -> dict[str, Any]:
     body = schedule(
         f"s{index}",
-        "H * * * * *",
+        CRON,
         run_ms=300,
         concurrencyPolicy=POLICIES[index % len(POLICIES)],
         missedRunPolicy="RunAll",
@@ -141,13 +149,23 @@ def job_creates(audit_log: Path, namespace: str) -> Iterator[tuple[str, int, dat
             yield ref.get("name", ""), code, parse(event["requestReceivedTimestamp"])
 
 
-def growth(samples: list[Sample], identity: str, minutes: float, what: str) -> float | None:
-    mine = [s for s in samples if s.identity == identity]
-    early = [getattr(s, what) for s in mine if 10 <= s.minute < 12]
-    late = [getattr(s, what) for s in mine if s.minute >= minutes - 2]
+def growth(samples: list[Sample], identity: str, minutes: float) -> float | None:
+    """Resident memory: the last two minutes' median against minutes 10-12's."""
+    mine = [s.rss_mib for s in samples if s.identity == identity and 10 <= s.minute < 12]
+    late = [s.rss_mib for s in samples if s.identity == identity and s.minute >= minutes - 2]
+    if not mine or not late:
+        return None
+    return float(statistics.median(late) / statistics.median(mine) - 1)
+
+
+def peak_growth(samples: list[Sample], identity: str, minutes: float) -> float | None:
+    """Descriptors: the second half's peak against the peak of minutes 10 to the half."""
+    half = max(minutes / 2, 11)
+    early = [s.fds for s in samples if s.identity == identity and 10 <= s.minute < half]
+    late = [s.fds for s in samples if s.identity == identity and s.minute >= half]
     if not early or not late:
         return None
-    return float(statistics.median(late) / statistics.median(early) - 1)
+    return max(late) / max(early) - 1
 
 
 def test_an_hour_of_2000_schedules_under_faults(
@@ -208,8 +226,8 @@ def test_an_hour_of_2000_schedules_under_faults(
             continue
         ticks = sorted({t for t in fired.get(f"s{index}", []) if window[0] <= t <= window[1]})
         gaps = [b - a for a, b in pairwise(ticks)]
-        missing = sum(round(g.total_seconds() / 60) - 1 for g in gaps)
-        expected = (window[1] - window[0]).total_seconds() / 60
+        missing = sum(round(g.total_seconds() / 60 / PERIOD) - 1 for g in gaps)
+        expected = (window[1] - window[0]).total_seconds() / 60 / PERIOD
         if not ticks or len(ticks) < expected - 1 or missing:
             lost[f"s{index}"] = max(missing, int(expected - 1 - len(ticks)))
     lags.sort()
@@ -228,13 +246,13 @@ def test_an_hour_of_2000_schedules_under_faults(
             cells.append(f"{near[0].rss_mib:.0f} MiB, {near[0].fds} fds" if near else "-")
         rows.append(f"| {minute} | {cells[0]} | {cells[1]} |")
     growths = {
-        (identity, what): growth(memory.samples, identity, minutes, what)
+        (identity, what): measure(memory.samples, identity, minutes)
         for identity in ("a", "b")
-        for what in ("rss_mib", "fds")
+        for what, measure in (("rss_mib", growth), ("fds", peak_growth))
     }
     table = "\n".join(
         [
-            f"soak: {minutes:.0f} min, {COUNT} schedules (H * * * * *), "
+            f"soak: {minutes:.0f} min, {COUNT} schedules ({CRON}), "
             f"{sum(campaign.faults.values())} faults: "
             + ", ".join(f"{k} {v}" for k, v in campaign.faults.items()),
             "",
@@ -242,7 +260,7 @@ def test_an_hour_of_2000_schedules_under_faults(
             "|---|---|---|",
             *rows,
             "",
-            "| growth, minutes 10-12 to the last 2 | a | b |",
+            "| growth | a | b |",
             "|---|---|---|",
             *(
                 f"| {label} | "
@@ -251,7 +269,10 @@ def test_an_hour_of_2000_schedules_under_faults(
                     for i in ("a", "b")
                 )
                 + " |"
-                for label, what in (("resident memory", "rss_mib"), ("open descriptors", "fds"))
+                for label, what in (
+                    ("resident memory, minutes 10-12 to the last 2 (medians)", "rss_mib"),
+                    ("open descriptors, peak of minutes 10 to the half to the second's", "fds"),
+                )
             ),
             "",
             "| Jobs created | duplicates | Allow/Replace schedules with a lost tick "
