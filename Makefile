@@ -166,6 +166,10 @@ bench-scale: venv binaries ## The scale rows: 5 min of sustained load (N = 2000,
 	$(BIN)/python bench/scale.py sustained --n $${SCALE_SUSTAINED:-2000,10000}
 	$(BIN)/python bench/scale.py startup --n $${SCALE_STARTUP:-100000}
 
+.PHONY: bench-ramp
+bench-ramp: venv binaries ## The plain client and Punctual at the same steady rates (RAMP_RATES=50,100,150 firings/s, 5 min a step, about 45 min); writes bench/results-ramp/
+	$(BIN)/python bench/ramp.py --rates $${RAMP_RATES:-50,100,150} --step-minutes $${RAMP_STEP_MINUTES:-5}
+
 .PHONY: bench-render
 bench-render: venv ## Rebuild a results folder's results.md (and skew.png, shards.md) from its raw JSON alone (RESULTS=bench/results)
 	$(BIN)/python bench/render.py $${RESULTS:-bench/results}

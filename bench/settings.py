@@ -170,6 +170,8 @@ OPTIONAL = [
 # starting on many schedules.
 SUSTAINED = Scenario("punctual", "sustained", PROFILES["defaults"])
 STARTUP = Scenario("punctual", "startup", PROFILES["defaults"])
+# bench/ramp.py: the plain client and Punctual at the same steady rates on one cluster.
+RAMP = Scenario("punctual", "ramp", PROFILES["defaults"])
 ON_TIME = 1.0  # seconds: a firing this close to its tick is on time (scale rows)
 
 

@@ -7,6 +7,8 @@ rendered again, and its numbers checked, without running anything. `render(folde
 the one function that writes reports, and what it writes depends on the raw files:
 
 - bench/scale.py's rows (sustained load, start-up): results.md (rendering.scale);
+- bench/ramp.py's ramp (the plain client and Punctual side by side): results.md
+  (rendering.ramp);
 - bench/run.py's scenarios: results.md with the scale-out targets table
   (rendering.ticks, rendering.targets) and skew.png when matplotlib is installed; and
   shards.md when there are shard rows (rendering.shards).
@@ -20,12 +22,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rendering import scale, shards, ticks
+from rendering import ramp, scale, shards, ticks
 
 
 def render(folder: Path) -> list[Path]:
     """Write `folder`'s reports from `folder/raw/*.json`; the files written, [] if no results."""
     written: list[Path] = []
+    if ramp.has_rows(folder):
+        written.append(_write(folder / "results.md", ramp.markdown(folder)))
+        return written
     if scale.has_rows(folder):
         written.append(_write(folder / "results.md", scale.markdown(folder)))
         return written
