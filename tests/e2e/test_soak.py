@@ -5,7 +5,8 @@ at its own hashed minute and second, so about 6.7 firings a second without a her
 quarter under each of concurrencyPolicy Allow, Forbid, Replace and BufferOne (runs of
 300 ms, so every tick fires under each), with RunAll and a two-minute starting deadline.
 Every SOAK_FAULT_EVERY seconds (300) a fault, in turn: the leader paused past its Lease
-(SIGSTOP), the API server restarted, the Lease deleted, a Job deleted as it appears.
+(SIGSTOP), the API server restarted, the Lease deleted, a Job deleted as it appears (one
+of a schedule whose status names a tick in the next 25 s: each fires once a period).
 Every 30 s the resident memory and the open file descriptors of each replica are sampled.
 
 Why 6.7 a second and not once a minute (33 a second): at 33 Jobs a second the local
@@ -134,6 +135,20 @@ async def create_all(cluster: Cluster, namespace: str) -> None:
         await asyncio.gather(*(worker() for _ in range(16)))
 
 
+def due_soon(cluster: Cluster, namespace: str, seconds: float) -> tuple[str, ...]:
+    """The schedules whose status names a next tick within `seconds` from now."""
+    listed = cluster.kubectl("get", "cronschedules", "-n", namespace, "-o", "json", check=False)
+    if listed.returncode:
+        return ()
+    horizon = now() + timedelta(seconds=seconds)
+    return tuple(
+        item["metadata"]["name"]
+        for item in json.loads(listed.stdout).get("items") or []
+        if (at := (item.get("status") or {}).get("nextScheduleTime"))
+        and now() + timedelta(seconds=3) < parse(at) <= horizon
+    )
+
+
 def job_creates(audit_log: Path, namespace: str) -> Iterator[tuple[str, int, datetime]]:
     """(name, code, received) of every Job create in `namespace`, streamed from the log."""
     marker = f'"namespace":"{namespace}"'
@@ -197,7 +212,10 @@ def test_an_hour_of_2000_schedules_under_faults(
                     f"replica {op.identity} exited: {op.output()[-2000:]}"
                 )
             if time.monotonic() >= next_fault:
-                campaign.inflict(FAULTS[turn % len(FAULTS)])
+                kind = FAULTS[turn % len(FAULTS)]
+                if kind == "Job deleted":  # one that fires soon: each fires once a period
+                    campaign.deletable = due_soon(crd, namespace, 25) or deletable
+                campaign.inflict(kind)
                 turn += 1
                 next_fault = time.monotonic() + fault_every
             time.sleep(SAMPLE_EVERY)
