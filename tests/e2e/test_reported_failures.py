@@ -606,6 +606,40 @@ def test_argo_12625_a_standby_taking_over_after_all_replicas_were_replaced_misse
 # -- the Job controller down -----------------------------------------------------------
 
 
+def unsettled(cluster: Cluster, namespace: str, restarted: datetime) -> str:
+    """What a timed-out wait after the Job controller's outage was waiting for: the pf
+    Jobs not failed, with their pods and why they stand, fb's and bo's creates since
+    the restart, and the nodes' readiness and taints (which say where pods may go)."""
+    lines = []
+    for job in jobs_of(cluster, namespace, "pf"):
+        status = job.get("status") or {}
+        if status.get("failed"):
+            continue
+        name = job["metadata"]["name"]
+        pods = [
+            (
+                p["metadata"]["name"],
+                p["status"].get("phase"),
+                p["spec"].get("nodeName"),
+                [
+                    (c["type"], c["status"], c.get("message", ""))
+                    for c in p["status"].get("conditions") or []
+                ],
+            )
+            for p in pods_of(cluster, namespace, name)
+        ]
+        lines.append(f"pf Job {name} not failed: status {status}; pods {pods}")
+    for name in ("fb", "bo"):
+        since = [c.name for c in created(cluster, namespace, name) if c.at > restarted]
+        lines.append(f"{name} created since the restart: {since}")
+    nodes = json.loads(cluster.kubectl("get", "nodes", "-o", "json").stdout)["items"]
+    for node in nodes:
+        ready = [c for c in node["status"].get("conditions") or [] if c["type"] == "Ready"]
+        taints = node["spec"].get("taints") or []
+        lines.append(f"node {node['metadata']['name']}: Ready {ready}, taints {taints}")
+    return "\n".join(lines)
+
+
 def test_job_controller_down_forbid_buffer_one_pause_on_failure_as_documented_nothing_counted_twice(
     crd: Cluster, namespace: str, workdir: Path
 ) -> None:
@@ -709,7 +743,10 @@ def test_job_controller_down_forbid_buffer_one_pause_on_failure_as_documented_no
             ]
             return len(failed) == len(pf) and len(fired) >= 2
 
-        wait_until(settled, 90, what="every pf Job failed, fb and bo firing again")
+        try:
+            wait_until(settled, 90, what="every pf Job failed, fb and bo firing again")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n{unsettled(crd, namespace, restarted)}") from None
         # Counted at a standstill: the metrics are scraped once, the audit log is read
         # later, so fb and bo must not fire in between (firing on, a create a tick after
         # the scrape was in the audit log and not in the metric: CI's `assert 6.0 == 7`
