@@ -490,7 +490,11 @@ async def run(options: Options) -> None:
         metrics.api_requests.labels(verb.lower(), str(code)).inc()
 
     async with KubeClient(
-        credentials, server_clock=clock, user_agent=agent, observer=observe
+        credentials,
+        server_clock=clock,
+        user_agent=agent,
+        observer=observe,
+        connections=options.connections,
     ) as api:
         try:
             await api.get("/version")  # a first clock sample, and a clear error if unreachable
