@@ -11,7 +11,6 @@ never to a cluster.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
 import ssl
@@ -44,7 +43,6 @@ from punctual.kube.credentials import (
     load_kubeconfig,
 )
 from punctual.kube.watching import _login
-from punctual.runtime.options import SIDE_CONNECTIONS, Options
 
 EXPIRES = datetime(2030, 1, 1, tzinfo=UTC)
 SERVER_NAME = "kubernetes.test"  # the only names in the test server's certificate: not
@@ -126,20 +124,12 @@ class FakeApiServer:
     port: int = 0
     names: list[str | None] = field(default_factory=list)  # SNI of each TLS handshake
     rejected: set[str] = field(default_factory=set)  # tokens answered with 401
-    held: asyncio.Event | None = None  # when set: every answer waits for it
-    waiting: int = 0  # requests held now
-    most: int = 0  # the most held at once
 
     @property
     def url(self) -> str:
         return f"https://127.0.0.1:{self.port}"
 
     async def handle(self, request: web.Request) -> web.Response:
-        if self.held is not None:
-            self.waiting += 1
-            self.most = max(self.most, self.waiting)
-            await self.held.wait()
-            self.waiting -= 1
         auth = request.headers.get("Authorization", "")
         if auth.removeprefix("Bearer ") in self.rejected:
             return web.json_response({"kind": "Status", "reason": "Unauthorized"}, status=401)
@@ -450,30 +440,6 @@ async def test_an_exec_token_that_the_server_rejects_is_renewed_once(
     with pytest.raises(Exception, match="401"):  # retried once, not forever
         await get(credentials)
     assert runs(log) == 3
-
-
-async def test_the_client_opens_as_many_connections_as_it_is_given(
-    tmp_path: Path, pki: Pki, server: FakeApiServer
-) -> None:
-    """aiohttp's pool, not the callers, bounds the requests in flight: `punctual run`
-    gives one connection per worker and SIDE_CONNECTIONS besides (Options.connections)."""
-    cluster = {"certificate-authority": str(pki.ca_file), "tls-server-name": SERVER_NAME}
-    credentials = load_kubeconfig(
-        kubeconfig(tmp_path / "c", {"token": "t"}, server=server.url, cluster=cluster)
-    )
-    for connections in (3, 12):
-        server.held, server.most = asyncio.Event(), 0
-        async with KubeClient(credentials, connections=connections) as api:
-            calls = [asyncio.create_task(api.get("/version")) for _ in range(20)]
-            for _ in range(200):
-                await asyncio.sleep(0.01)
-                if server.waiting >= connections:
-                    break
-            await asyncio.sleep(0.05)  # none beyond the pool arrives
-            assert server.most == connections
-            server.held.set()
-            await asyncio.gather(*calls)
-    assert Options(workers=40).connections == 40 + SIDE_CONNECTIONS
 
 
 async def test_an_exec_client_certificate_is_used_and_renewed(

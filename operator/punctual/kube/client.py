@@ -140,13 +140,9 @@ class KubeClient:
         user_agent: str = "punctual",
         server_clock: ServerClock | None = None,
         observer: Callable[[str, int], None] | None = None,
-        connections: int = 100,
     ):
         self.credentials = credentials
         self._timeout = aiohttp.ClientTimeout(total=timeout)
-        # Connections to the server at once (each watch holds one for its life): a
-        # request beyond them waits in the pool, whatever bounds the callers.
-        self.connections = connections
         self._user_agent = user_agent
         self._session: aiohttp.ClientSession | None = None
         # Every response's Date header refines the estimate of the API server's clock.
@@ -155,9 +151,7 @@ class KubeClient:
 
     async def __aenter__(self) -> Self:
         self._session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(
-                ssl=self.credentials.ssl_context(), limit=self.connections
-            ),
+            connector=aiohttp.TCPConnector(ssl=self.credentials.ssl_context(), limit=100),
             timeout=self._timeout,
             headers={"User-Agent": self._user_agent, "Accept": "application/json"},
             proxy=self.credentials.proxy,

@@ -12,14 +12,10 @@ from __future__ import annotations
 import socket
 import uuid
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from punctual.kube.leases import LeaseConfig
-
-
-# Connections beside the workers' (see Options.connections).
-SIDE_CONNECTIONS: Final = 32
 
 
 @dataclass
@@ -62,13 +58,6 @@ class Options:
     # The triggers admission policy is bound (crds/triggers.punctual.dev.yaml): record a
     # trigger's name as verified when it is the one the policy checked.
     verified_triggers: bool = False
-
-    @property
-    def connections(self) -> int:
-        """Connections to the API server at once: one per worker (a pass waits on one
-        request at a time) and room for what runs beside the passes (the watches, each
-        holding one for its life, Events, sweeps, the reads of early decisions)."""
-        return self.workers + SIDE_CONNECTIONS
 
     def lease_config(self, namespace: str) -> LeaseConfig:
         """The Lease these options describe, in `namespace` (ValueError if inconsistent)."""

@@ -490,11 +490,7 @@ async def run(options: Options) -> None:
         metrics.api_requests.labels(verb.lower(), str(code)).inc()
 
     async with KubeClient(
-        credentials,
-        server_clock=clock,
-        user_agent=agent,
-        observer=observe,
-        connections=options.connections,
+        credentials, server_clock=clock, user_agent=agent, observer=observe
     ) as api:
         try:
             await api.get("/version")  # a first clock sample, and a clear error if unreachable
