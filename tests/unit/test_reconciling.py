@@ -28,7 +28,14 @@ from punctual.kube.applying import Applied, NotLeader, schedule_path
 from punctual.kube.client import Invalid, Unavailable
 from punctual.kube.schedulewatching import pack
 from punctual.kube.sharding import shard_of
-from punctual.runtime.reconciling import REFUSED_RETRY, UNAVAILABLE_RETRY, Reconciler, Role, Roles
+from punctual.runtime.reconciling import (
+    LAPSED_RETRY,
+    REFUSED_RETRY,
+    UNAVAILABLE_RETRY,
+    Reconciler,
+    Role,
+    Roles,
+)
 from punctual.runtime.view import LeaderView
 from tests.unit.fakeapi import FakeApi
 
@@ -170,7 +177,7 @@ async def test_a_due_tick_is_decided_applied_and_remembered() -> None:
 
 async def test_a_replica_that_does_not_lead_does_nothing() -> None:
     world = due_now()
-    world.lease.leading = False
+    world.lease.leading, world.lease.epoch = False, None
     reconciler, _ = world.reconciler()
     assert await reconciler(KEY) is None
     assert world.applier.decisions == []
@@ -182,9 +189,25 @@ async def test_a_pass_while_leadership_has_only_lapsed_is_handed_back_later() ->
     world = due_now()
     world.lease.leading = False  # lapsed: still epoch 7
     reconciler, _ = world.reconciler()
-    assert await reconciler(KEY) is None
+    assert await reconciler(KEY) == world.clock.now() + LAPSED_RETRY
+    assert world.applier.decisions == []
     assert reconciler.take_dropped() == {KEY}
     assert reconciler.take_dropped() == set()  # handed back once
+
+
+async def test_a_pass_dropped_in_a_lapse_wakes_itself_though_nothing_announces_the_return() -> None:
+    """The soak's lost ticks: a renewal slower than the renew deadline lapses leadership
+    and restores it in one request, so no leadership change is announced and the
+    leadership loop takes the dropped schedule back only at its resync (5 minutes). The
+    pass's own timer must look again, and then it fires."""
+    world = due_now()
+    world.lease.leading = False
+    reconciler, _ = world.reconciler()
+    wake = await reconciler(KEY)
+    assert wake is not None and wake <= world.clock.now() + timedelta(seconds=1)
+    world.lease.leading = True  # the slow renewal answered: leading again, nothing said
+    await reconciler(KEY)
+    assert world.applier.decisions, "the pass after the lapse decided nothing"
 
 
 async def test_a_pass_of_a_replica_that_never_led_is_not_remembered() -> None:
@@ -200,7 +223,7 @@ async def test_losing_the_lease_mid_pass_remembers_the_schedule_while_the_epoch_
     world = due_now()
     world.applier.outcomes = [NotLeader()]
     reconciler, _ = world.reconciler()
-    assert await reconciler(KEY) is None
+    assert await reconciler(KEY) == world.clock.now() + LAPSED_RETRY
     assert reconciler.take_dropped() == {KEY}
 
 
@@ -262,7 +285,7 @@ async def test_losing_the_lease_mid_pass_stops_it() -> None:
     world = due_now()
     world.applier.outcomes = [NotLeader()]
     reconciler, _ = world.reconciler()
-    assert await reconciler(KEY) is None
+    assert await reconciler(KEY) == world.clock.now() + LAPSED_RETRY  # the epoch is kept
     assert len(world.applier.decisions) == 1
 
 

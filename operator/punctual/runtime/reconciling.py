@@ -45,6 +45,12 @@ from punctual.runtime.view import LeaderView
 logger = logging.getLogger("punctual")
 
 UNAVAILABLE_RETRY = timedelta(seconds=2)
+# How soon a pass dropped while leadership had only lapsed looks again. A lapse can
+# begin and end inside one slow renewal (the renew deadline passes while the request is
+# out, its answer restores leadership): nothing is announced then, so the pass must wake
+# itself (without a timer, a schedule waited for the leadership loop's next resync, five
+# minutes; the soak lost thousands of ticks so).
+LAPSED_RETRY = timedelta(seconds=1)
 # How soon a pass whose write the API server refused (not a 409) tries again: the same
 # write would be refused again until someone changes what refuses it.
 REFUSED_RETRY = timedelta(seconds=5)
@@ -211,6 +217,12 @@ class Reconciler:
         # once a year would wait a year). The leadership loop takes them back.
         self.dropped: set[Key] = set()
 
+    def _dropped(self, key: Key) -> datetime:
+        """Leadership has only lapsed: hand `key` back when the leadership loop sees it
+        restored, and look again soon in any case."""
+        self.dropped.add(key)
+        return self.clock.now() + LAPSED_RETRY
+
     def take_dropped(self) -> set[Key]:
         dropped, self.dropped = self.dropped, set()
         return dropped
@@ -268,7 +280,7 @@ class Reconciler:
     async def _pass(self, key: Key) -> datetime | None:
         if not self.roles.leads_any():
             if self.roles.lapsed_any():
-                self.dropped.add(key)
+                return self._dropped(key)
             return None
         for _ in range(ATTEMPTS):
             body = self.view.schedule(key)
@@ -282,7 +294,7 @@ class Reconciler:
             epoch = role.elector.epoch
             if epoch is None or not role.elector.is_leader():
                 if epoch is not None:  # lapsed, not lost
-                    self.dropped.add(key)
+                    return self._dropped(key)
                 return None
             mine = await self._ownership(key, body)
             if mine is Ownership.OTHER_CLASS:
@@ -299,7 +311,7 @@ class Reconciler:
                 applied = await role.applier.apply(body, decision)
             except NotLeader:
                 if role.elector.epoch is not None:
-                    self.dropped.add(key)
+                    return self._dropped(key)
                 return None
             except Unavailable as error:
                 logger.warning("%s/%s: API server unavailable: %s", *key, error)
