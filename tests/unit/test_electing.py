@@ -24,6 +24,7 @@ from datetime import datetime, timedelta
 from punctual.kube.leases import LeaderElector, micro_time
 from tests.unit.fakeleases import (
     DEADLINE,
+    RETRY,
     LeaseServer,
     Write,
     lease_config,
@@ -311,6 +312,35 @@ async def test_the_renew_deadline_counts_from_before_the_write_not_from_its_answ
         assert a.is_leader()
         await time.advance_to(at(DEADLINE))
         assert not a.is_leader()  # what every write checks, exactly at the deadline
+
+
+async def test_a_lapse_inside_one_slow_renewal_comes_back_unannounced_within_its_term() -> None:
+    """Rounds every 2 s, the last at 10 s (counted leader until 20 s); the next, at 12 s,
+    takes 9 s (two requests of 4.5 s): from 20 s to 21 s it is not leader, then its write
+    restores it, and it never said it stopped. So a pass in that second must not wait for
+    an announcement (runtime.reconciling looks again after a second), and the term it
+    holds does not change (runtime.process keeps its loop going). A loss that is
+    announced ends the term; taking the Lease up again begins a new one."""
+    time = FakeTime()
+    server = LeaseServer(time)
+    a = elector(server, "a")
+    async with running(time, a) as [run]:
+        assert a.term == 1 and run.changes == [(0.0, True)]
+        await time.advance_to(at(12) - TICK)
+        server.latency = 4.5
+        await time.advance_to(at(20) + TICK)
+        assert not a.is_leader() and a.epoch == 0 and a.term == 1  # lapsed, epoch kept
+        await time.advance_to(at(21))
+        assert a.is_leader() and a.term == 1
+        assert run.changes == [(0.0, True)]  # the lapse was never announced
+        server.latency = 0.0
+        server.cut.add("a")  # now a loss: announced, and the term ends
+        await time.advance(DEADLINE + 2 * RETRY)
+        assert not a.is_leader() and a.epoch is None and a.term == 1
+        assert run.changes[-1][1] is False
+        server.cut.discard("a")
+        await time.advance(2 * RETRY)
+        assert a.is_leader() and a.term == 2  # taken up again: a new term
 
 
 # -- stopping ----------------------------------------------------------------------------------

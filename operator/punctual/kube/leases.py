@@ -258,6 +258,12 @@ class LeaderElector:
         self.holding = False
         self._others = Installations(api, clock=clock, monotonic=monotonic)
         self.changed = asyncio.Event()  # set whenever leadership starts or stops
+        # A term begins each time an epoch is taken up (the Fence raised to it) and ends
+        # when the epoch is let go: between two renewals leadership may lapse and come
+        # back unannounced within one slow request, but a term's end is always announced
+        # (`changed`), so whoever watches the terms misses no loss of leadership.
+        self.term = 0
+        self._in_term = False
         # The Lease has been read (or found absent) at least once: this replica knows
         # whether it may take it, so it could lead at once (readiness, runtime.process).
         self.observed = asyncio.Event()
@@ -436,7 +442,16 @@ class LeaderElector:
             else:
                 logger.warning("stopped leading Lease %s", self.config.name)
             self.changed.set()
+        self._follow_term()
         return leader
+
+    def _follow_term(self) -> None:
+        """Begin a term when an epoch is taken up, end it when it is let go; say so."""
+        held = self.epoch is not None
+        if held != self._in_term:
+            self._in_term = held
+            self.term += held
+            self.changed.set()
 
     async def run(self, stop: asyncio.Event) -> None:
         """Attempt every retry period (or at once when the Lease is released) until
@@ -493,6 +508,7 @@ class LeaderElector:
         self.epoch = None
         self._valid_until = float("-inf")
         self.changed.set()
+        self._follow_term()
         try:
             lease = await self.api.get(self.path)
             spec = dict(lease.get("spec") or {})

@@ -286,6 +286,12 @@ class ShardedElection:
         """The shards this replica may write for now."""
         return [i for i, elector in enumerate(self.electors) if elector.is_leader()]
 
+    def terms(self) -> dict[int, int]:
+        """The shards whose epoch this replica holds, each with its term: led, or lapsed
+        between two renewals (the next renewal restores it or announces the loss). A
+        term that changed is a leadership that was lost and taken up again."""
+        return {i: e.term for i, e in enumerate(self.electors) if e.epoch is not None}
+
     def is_leader(self) -> bool:
         """Whether it leads any shard."""
         return any(elector.is_leader() for elector in self.electors)

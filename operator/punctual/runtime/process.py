@@ -251,18 +251,22 @@ class Operator:
     async def _act_on_leadership(self, stop: asyncio.Event) -> None:
         """Enable the loop while leading; once leading with the lists in, look at every
         schedule (before they are in, runtime.early says which may be decided)."""
-        led: set[int] = set()
+        # The shards held, each with its term (kube.sharding.terms): held, not led, so
+        # that a lapse between two renewals, which comes back unannounced, neither stops
+        # the loop nor looks like a new leadership (each pass checks leadership itself).
+        led: dict[int, int] = {}
         whole = False  # leading with the lists in, and every schedule looked at
         while not stop.is_set():
             self.election.changed.clear()
             synced = self.synced.is_set()
-            now_led = set(self.election.led())
+            now_led = self.election.terms()
             self.loop.enabled = bool(now_led)
             if now_led and not led:
                 self.view.clear()  # a new leadership
             if bool(now_led) != bool(led):
                 self.early.led(bool(now_led))
-            if now_led and synced and (now_led - led or not whole):
+            gained = any(led.get(shard) != term for shard, term in now_led.items())
+            if now_led and synced and (gained or not whole):
                 # A shard gained, or the lists came in: look at every schedule (the
                 # others' passes return at once).
                 self.notify_all()
