@@ -58,7 +58,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from clock import hms, log, sleep_until, wall
-from settings import HERE, NAMESPACE, PORT_BASE, RAMP, Settings, rel
+from settings import NAMESPACE, PORT_BASE, RAMP, Settings, rel
 
 if TYPE_CHECKING:
     from measure import Request
@@ -95,13 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     clients = [c.strip() for c in args.clients.split(",") if c.strip()]
     if not rates or any(c not in ("plain", "punctual") for c in clients):
         parser.error("--rates needs numbers, --clients only plain and punctual")
-    source.clear_operator_environment()
-    tree = source.extract(os.environ.get("BENCH_PUNCTUAL_REV", ""))
-    source.put_on_path(tree)
-    environ = dict(os.environ)
-    environ.setdefault("BENCH_RESULTS", str(HERE / "results-ramp"))
-    environ.setdefault("BENCH_POD_RUN_MS", "200")
-    settings = Settings.from_environment(environ, tree)
+    settings = source.prepare("results-ramp")
     (settings.results / "raw").mkdir(parents=True, exist_ok=True)
     port_base = int(os.environ.get("BENCH_PORT_BASE") or PORT_BASE)
     if not run(settings, port_base, rates, args.step_minutes, clients):

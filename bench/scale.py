@@ -75,7 +75,6 @@ from measure import Request, percentile, split_job_name, summary
 from procfs import cpu_between, cpu_seconds, peak_rss_mb, rss_mb, snapshot
 from settings import (
     BIN_DIR,
-    HERE,
     NAMESPACE,
     ON_TIME,
     PORT_BASE,
@@ -126,13 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cap-minutes", type=float, default=15.0, help="startup: at most")
     parser.add_argument("--pod-run-ms", type=int, default=0, help="default BENCH_POD_RUN_MS/200")
     args = parser.parse_args(argv)
-    source.clear_operator_environment()
-    tree = source.extract(os.environ.get("BENCH_PUNCTUAL_REV", ""))
-    source.put_on_path(tree)
-    environ = dict(os.environ)
-    environ.setdefault("BENCH_RESULTS", str(HERE / "results-scale"))
-    environ.setdefault("BENCH_POD_RUN_MS", "200")
-    settings = Settings.from_environment(environ, tree)
+    settings = source.prepare("results-scale")
     if args.pod_run_ms:
         settings = replace(settings, pod_run_ms=args.pod_run_ms)
     (settings.results / "raw").mkdir(parents=True, exist_ok=True)

@@ -20,7 +20,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from settings import HERE, REPO
+from settings import HERE, REPO, Settings
 
 
 def clear_operator_environment() -> None:
@@ -60,3 +60,16 @@ def put_on_path(source: Path) -> None:
     sys.path.insert(0, str(REPO / "e2e"))
     sys.path.insert(0, str(HERE))
     sys.path.insert(0, str(source / "operator"))
+
+
+def prepare(results: str) -> Settings:
+    """The process set-up of bench/scale.py and bench/ramp.py, in order: PUNCTUAL_*
+    cleared, BENCH_PUNCTUAL_REV's tree on sys.path, and the BENCH_* settings, with
+    BENCH_RESULTS defaulting to bench/<results> and BENCH_POD_RUN_MS to 200."""
+    clear_operator_environment()
+    tree = extract(os.environ.get("BENCH_PUNCTUAL_REV", ""))
+    put_on_path(tree)
+    environ = dict(os.environ)
+    environ.setdefault("BENCH_RESULTS", str(HERE / results))
+    environ.setdefault("BENCH_POD_RUN_MS", "200")
+    return Settings.from_environment(environ, tree)
