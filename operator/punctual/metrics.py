@@ -14,6 +14,7 @@ Names follow Prometheus conventions: `punctual_` prefix, base units (seconds),
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -124,6 +125,14 @@ class Metrics:
             "a timer woke (every firing waits behind whatever holds the loop).",
             registry=r,
         )
+        self.heap_blocks = Gauge(
+            "punctual_heap_blocks",
+            "Memory blocks the Python interpreter holds allocated (sys.getallocatedblocks): "
+            "it follows the live objects and falls when they are freed, where resident "
+            "memory keeps the allocator's high-water mark.",
+            registry=r,
+        )
+        self.heap_blocks.set_function(sys.getallocatedblocks)
         self.postponed = Gauge(
             "punctual_writes_postponed",
             "CronSchedules whose routine status write (one that waits on no tick in the "

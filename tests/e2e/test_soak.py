@@ -4,10 +4,17 @@ Two replicas run 2 000 schedules, each once every SOAK_PERIOD minutes (5: `H H/5
 at its own hashed minute and second, so about 6.7 firings a second without a herd), a
 quarter under each of concurrencyPolicy Allow, Forbid, Replace and BufferOne (runs of
 300 ms, so every tick fires under each), with RunAll and a two-minute starting deadline.
-Every SOAK_FAULT_EVERY seconds (300) a fault, in turn: the leader paused past its Lease
+The first 10 minutes warm up: at minutes 3 and 6 the leader is paused past its Lease, so
+each replica leads once before memory is first compared (a replica's resident memory
+keeps its high-water mark, and a leader holds more than a standby: a replica that first
+leads at minute 30 would otherwise look like a leak). From minute 10, every
+SOAK_FAULT_EVERY seconds (300) a fault, in turn: the leader paused past its Lease
 (SIGSTOP), the API server restarted, the Lease deleted, a Job deleted as it appears (one
 of a schedule whose status names a tick in the next 25 s: each fires once a period).
-Every 30 s the resident memory and the open file descriptors of each replica are sampled.
+Every 30 s each replica's resident memory, open file descriptors, role (leader or
+standby) and Python heap (`punctual_heap_blocks`: the blocks the interpreter holds
+allocated, which fall when objects are freed) are sampled; every sample goes to
+samples.csv beside the table, with the faults' times.
 
 Why 6.7 a second and not once a minute (33 a second): at 33 Jobs a second the local
 control plane on two cores (Job controller, kwok, GC) falls minutes behind within the
@@ -19,7 +26,9 @@ no Job created twice; no tick lost under Allow and Replace (each schedule's fire
 one period apart, from two minutes after the start to a minute before the end: under
 those two every tick creates a Job); under Forbid and BufferOne a tick may rightly be
 skipped or wait while a run is still going, so there only duplicates count. Memory: each
-replica's resident memory in the last two minutes no more than 10 % above minutes 10-12.
+replica's resident memory in the last two minutes no more than 10 % above minutes 10-12;
+and its heap, within one role, no more than 10 % above where it was in that role after
+minute 10 (a leak grows the heap in either role; a role change moves it both ways).
 Descriptors follow the HTTP connections (the client's pool opens and closes them with the
 load), so a leak is judged by the peak: the peak of the run's second half no more than
 10 % above the peak of minutes 10 to the half. The table goes to stdout and to SOAK_OUT
@@ -65,12 +74,19 @@ FAULTS = ("SIGSTOP past the Lease", "API server restart", "Lease deleted", "Job 
 SAMPLE_EVERY = 30.0
 
 
+WARMUP_FAULTS = (3.0, 6.0)  # minutes: the leader paused past its Lease, so each replica leads
+JUDGED_FROM = 10.0  # minutes: memory is compared from here on
+SETTLED = 2.0  # minutes into a role before its heap counts (a new leader builds its state)
+
+
 @dataclass
 class Sample:
     minute: float
     identity: str
     rss_mib: float
     fds: int
+    role: str  # "leader", "standby", or "" (its /metrics did not answer)
+    heap_blocks: float | None
 
 
 @dataclass
@@ -93,7 +109,35 @@ class Memory:
             except OSError:
                 continue
             rss = next(int(line.split()[1]) for line in status.splitlines() if "VmRSS:" in line)
-            self.samples.append(Sample(minute, op.identity, rss / 1024, fds))
+            scraped = gauges(op.get("/metrics"), ("punctual_leader", "punctual_heap_blocks"))
+            leader = scraped.get("punctual_leader")
+            role = "" if leader is None else "leader" if leader else "standby"
+            heap = scraped.get("punctual_heap_blocks")
+            self.samples.append(Sample(minute, op.identity, rss / 1024, fds, role, heap))
+
+    def write(self, path: Path, faults: list[tuple[float, str]]) -> None:
+        rows = ["minute,replica,role,rss_mib,fds,heap_blocks,fault"]
+        rows += [f"{m:.2f},,,,,,{kind}" for m, kind in faults]
+        rows += [
+            f"{s.minute:.2f},{s.identity},{s.role},{s.rss_mib:.1f},{s.fds},"
+            f"{'' if s.heap_blocks is None else int(s.heap_blocks)},"
+            for s in self.samples
+        ]
+        body = sorted(rows[1:], key=lambda row: float(row.split(",")[0]))
+        path.write_text("\n".join([rows[0], *body]) + "\n")
+
+
+def gauges(answer: tuple[int, str], names: tuple[str, ...]) -> dict[str, float]:
+    """The unlabelled gauges `names` of a /metrics answer (none if it did not answer)."""
+    status, text = answer
+    found: dict[str, float] = {}
+    if status != 200:
+        return found
+    for line in text.splitlines():
+        name, _, value = line.partition(" ")
+        if name in names:
+            found[name] = float(value)
+    return found
 
 
 def soak_schedule(index: int) -> dict[str, Any]:
@@ -166,17 +210,44 @@ def job_creates(audit_log: Path, namespace: str) -> Iterator[tuple[str, int, dat
 
 def growth(samples: list[Sample], identity: str, minutes: float) -> float | None:
     """Resident memory: the last two minutes' median against minutes 10-12's."""
-    mine = [s.rss_mib for s in samples if s.identity == identity and 10 <= s.minute < 12]
+    mine = [
+        s.rss_mib
+        for s in samples
+        if s.identity == identity and JUDGED_FROM <= s.minute < JUDGED_FROM + 2
+    ]
     late = [s.rss_mib for s in samples if s.identity == identity and s.minute >= minutes - 2]
     if not mine or not late:
         return None
     return float(statistics.median(late) / statistics.median(mine) - 1)
 
 
+def heap_growth(samples: list[Sample], identity: str, role: str) -> float | None:
+    """The heap within one role: the median of the replica's last four samples in `role`
+    against its first four in `role` from minute 10, each taken at least SETTLED minutes
+    into its stint in that role (a new leader builds its state first); None when those
+    are not 15 minutes apart."""
+    settled: list[tuple[float, float]] = []  # (minute, heap blocks)
+    stint: float | None = None  # the minute this replica took up its current role
+    for sample in samples:
+        if sample.identity != identity:
+            continue
+        if sample.role != role or sample.heap_blocks is None:
+            stint = None
+            continue
+        stint = sample.minute if stint is None else stint
+        if sample.minute >= JUDGED_FROM and sample.minute - stint >= SETTLED:
+            settled.append((sample.minute, sample.heap_blocks))
+    if len(settled) < 8 or settled[-1][0] - settled[0][0] < 15:
+        return None
+    first = statistics.median(blocks for _, blocks in settled[:4])
+    last = statistics.median(blocks for _, blocks in settled[-4:])
+    return float(last / first - 1)
+
+
 def peak_growth(samples: list[Sample], identity: str, minutes: float) -> float | None:
     """Descriptors: the second half's peak against the peak of minutes 10 to the half."""
-    half = max(minutes / 2, 11)
-    early = [s.fds for s in samples if s.identity == identity and 10 <= s.minute < half]
+    half = max(minutes / 2, JUDGED_FROM + 1)
+    early = [s.fds for s in samples if s.identity == identity and JUDGED_FROM <= s.minute < half]
     late = [s.fds for s in samples if s.identity == identity and s.minute >= half]
     if not early or not late:
         return None
@@ -203,21 +274,29 @@ def test_an_hour_of_2000_schedules_under_faults(
         asyncio.run(create_all(crd, namespace))
         memory.started = time.monotonic()
         began = now()
-        next_fault = time.monotonic() + fault_every
+        warmup = [memory.started + m * 60 for m in WARMUP_FAULTS]
+        next_fault = memory.started + JUDGED_FROM * 60
         turn = 0
+        inflicted: list[tuple[float, str]] = []  # (minute, kind)
         while time.monotonic() - memory.started < minutes * 60:
             memory.sample()
             for op in ops.started:
                 assert op.proc.poll() is None, (
                     f"replica {op.identity} exited: {op.output()[-2000:]}"
                 )
-            if time.monotonic() >= next_fault:
+            kind = None
+            if warmup and time.monotonic() >= warmup[0]:  # hand the lead to the other
+                warmup.pop(0)
+                kind = "SIGSTOP past the Lease"
+            elif time.monotonic() >= next_fault:
                 kind = FAULTS[turn % len(FAULTS)]
-                if kind == "Job deleted":  # one that fires soon: each fires once a period
-                    campaign.deletable = due_soon(crd, namespace, 25) or deletable
-                campaign.inflict(kind)
                 turn += 1
                 next_fault = time.monotonic() + fault_every
+            if kind is not None:
+                if kind == "Job deleted":  # one that fires soon: each fires once a period
+                    campaign.deletable = due_soon(crd, namespace, 25) or deletable
+                inflicted.append(((time.monotonic() - memory.started) / 60, kind))
+                campaign.inflict(kind)
             time.sleep(SAMPLE_EVERY)
         finished = now()
         crd.kubectl(
@@ -261,12 +340,22 @@ def test_an_hour_of_2000_schedules_under_faults(
                 for s in memory.samples
                 if s.identity == identity and minute <= s.minute < minute + 1
             ]
-            cells.append(f"{near[0].rss_mib:.0f} MiB, {near[0].fds} fds" if near else "-")
+            cells.append(
+                f"{near[0].rss_mib:.0f} MiB, {near[0].fds} fds, "
+                f"{(near[0].heap_blocks or 0) / 1e6:.2f} M blocks, {near[0].role or '?'}"
+                if near
+                else "-"
+            )
         rows.append(f"| {minute} | {cells[0]} | {cells[1]} |")
     growths = {
         (identity, what): measure(memory.samples, identity, minutes)
         for identity in ("a", "b")
         for what, measure in (("rss_mib", growth), ("fds", peak_growth))
+    }
+    heaps = {
+        (identity, role): heap_growth(memory.samples, identity, role)
+        for identity in ("a", "b")
+        for role in ("leader", "standby")
     }
     table = "\n".join(
         [
@@ -292,6 +381,17 @@ def test_an_hour_of_2000_schedules_under_faults(
                     ("open descriptors, peak of minutes 10 to the half to the second's", "fds"),
                 )
             ),
+            *(
+                f"| heap as {role}, first 4 samples from minute 10 to the last 4 | "
+                + " | ".join(
+                    "- (not 15 min apart)"
+                    if (g := heaps[(i, role)]) is None
+                    else f"{g * 100:+.1f} %"
+                    for i in ("a", "b")
+                )
+                + " |"
+                for role in ("leader", "standby")
+            ),
             "",
             "| Jobs created | duplicates | Allow/Replace schedules with a lost tick "
             "| lag p50 | lag p99 |",
@@ -304,8 +404,16 @@ def test_an_hour_of_2000_schedules_under_faults(
     out = Path(os.environ.get("SOAK_OUT") or REPO / "bench" / "results-soak" / "results.md")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(table + "\n")
+    memory.write(out.with_name("samples.csv"), inflicted)
     assert not duplicates, duplicates
     assert not lost, dict(list(lost.items())[:20])
     if minutes >= 15:  # a shorter run (a trial of the soak itself) has no minute 10 to compare
         for (identity, what), grown in growths.items():
             assert grown is not None and grown <= 0.10, f"replica {identity}: {what} grew {grown}"
+        for (identity, role), grown in heaps.items():
+            assert grown is None or grown <= 0.10, (
+                f"replica {identity}: heap as {role} grew {grown}"
+            )
+        assert any(heaps[(i, "leader")] is not None for i in ("a", "b")) or minutes < 30, (
+            "no replica led long enough after minute 10 to judge the leader's heap"
+        )
