@@ -15,7 +15,7 @@ Names follow Prometheus conventions: `punctual_` prefix, base units (seconds),
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -184,6 +184,20 @@ class Metrics:
         )
         self.epoch.set(-1)
         self.per_schedule = ScheduleGauges(self)
+
+    def forget_schedule(self, namespace: str, name: str, *, skip_reasons: Iterable[str]) -> None:
+        """A deleted schedule's counters go: a series per schedule ever seen would grow
+        without end where schedules come and go (a schedule made again counts from 0)."""
+        for counter in (
+            self.jobs_created,
+            self.ticks_missed,
+            self.jobs_failed,
+            self.ticks_dead,
+            self.create_failures,
+        ):
+            counter.remove(namespace, name)
+        for reason in skip_reasons:
+            self.ticks_skipped.remove(namespace, name, reason)
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

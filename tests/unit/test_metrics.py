@@ -74,3 +74,19 @@ def test_the_heap_gauge_rises_with_live_objects_and_falls_when_they_are_freed() 
     after = heap()
     assert during - before > 200_000  # a dict each, read at the scrape, not at start
     assert during - after > 200_000
+
+
+def test_a_deleted_schedules_counters_go_and_the_others_stay() -> None:
+    metrics = Metrics()
+    for schedule in ("nightly", "hourly"):
+        metrics.jobs_created.labels("team-a", schedule).inc()
+        metrics.ticks_missed.labels("team-a", schedule).inc()
+        metrics.ticks_skipped.labels("team-a", schedule, "concurrencyPolicy=Forbid").inc()
+    metrics.forget_schedule(
+        "team-a", "nightly", skip_reasons=["concurrencyPolicy=Forbid", "maxConcurrent"]
+    )
+    text = metrics.exposition().decode()
+    assert 'schedule="nightly"' not in text
+    kept = [line for line in text.splitlines() if "_total{" in line and "hourly" in line]
+    assert len(kept) == 3
+    metrics.forget_schedule("team-a", "never-seen", skip_reasons=["maxConcurrent"])  # no error

@@ -10,6 +10,7 @@ API's answers are tested against the real control plane.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import logging
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -295,6 +296,60 @@ async def test_a_deleted_schedule_is_forgotten_by_the_loop() -> None:
     reconciler, _ = world.reconciler()
     assert await reconciler(KEY) is None
     assert world.forgotten == [KEY]
+
+
+async def test_a_schedule_deleted_while_this_replica_stands_by_leaves_nothing_behind() -> None:
+    """What a replica kept of a schedule while it led (the uid, a conflict, its timer)
+    goes when the schedule is deleted while it stands by: otherwise every schedule
+    deleted during a standby stint stays for the life of the process."""
+    world = due_now()
+    reconciler, view = world.reconciler()
+    await reconciler(KEY)  # leading: it reads the schedule, keeps its uid and our write
+    reconciler.conflicts[KEY] = "another-installation"
+    world.lease.leading, world.lease.epoch = False, None  # stands by now
+    world.body = {}  # deleted meanwhile
+    assert await reconciler(KEY) is None
+    assert world.forgotten == [KEY]
+    assert KEY not in reconciler.conflicts
+    assert KEY not in view.uids and KEY not in view.written
+    assert world.applier.decisions[1:] == []  # and it released nothing: not its to do
+
+
+async def test_a_schedule_that_still_exists_is_kept_by_a_standby() -> None:
+    world = due_now()
+    reconciler, view = world.reconciler()
+    await reconciler(KEY)
+    world.lease.leading, world.lease.epoch = False, None
+    assert await reconciler(KEY) is None
+    assert world.forgotten == [] and KEY in view.uids
+
+
+async def test_a_deleted_schedules_conflict_is_forgotten_by_the_leader() -> None:
+    world = due_now()
+    reconciler, _ = world.reconciler()
+    reconciler.conflicts[KEY] = "another-installation"
+    world.body = {}
+    assert await reconciler(KEY) is None
+    assert KEY not in reconciler.conflicts
+
+
+async def test_a_failing_completion_rule_warns_once_and_is_forgotten_with_its_object(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """One warning per object and error, kept only while the schedule still has the
+    object (the record was keyed by object uid and never pruned)."""
+    world = due_now()
+    stuck = dataclasses.replace(job(T0 - H), completion_error="status.phase is missing")
+    world.jobs = [stuck]
+    reconciler, _ = world.reconciler()
+    with caplog.at_level(logging.WARNING):
+        await reconciler(KEY)
+        await reconciler(KEY)
+    assert caplog.text.count("counts as running: status.phase is missing") == 1
+    assert reconciler.rule_errors == {KEY: {stuck.uid: "status.phase is missing"}}
+    world.jobs = []  # the object is gone
+    await reconciler(KEY)
+    assert reconciler.rule_errors == {}
 
 
 async def test_a_bookkeeping_status_waits_up_to_the_delay_then_is_written() -> None:

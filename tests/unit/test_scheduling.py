@@ -172,6 +172,23 @@ async def test_a_newer_wake_at_replaces_the_older_timer() -> None:
     assert work.calls == [(KEY, later)]  # once
 
 
+async def test_a_pass_that_keeps_its_timer_adds_no_entry_to_the_heap() -> None:
+    """A schedule whose next tick is a year away and whose Jobs change often is passed
+    over again and again with the same wake-up; each used to push an entry that stayed
+    until that instant came."""
+    time, work, loop = make()
+    due = T0 + timedelta(days=365)
+    async with running(loop, time):
+        for _ in range(1000):
+            loop.wake_at(KEY, due)
+        assert loop.timers == 1
+        loop.wake_at(KEY, due + ms(1))  # moved: a new entry, the old one superseded
+        loop.wake_at(KEY, due)  # moved back: live again, so a new entry too
+        assert loop.timers == 3
+        await time.advance_to(due + ms(1))
+    assert work.calls == [(KEY, due)]  # once, at the instant it was last asked for
+
+
 @pytest.mark.parametrize("cancel", ["forget", "wake_at None"])
 async def test_a_cancelled_timer_never_fires(cancel: str) -> None:
     time, work, loop = make()

@@ -25,6 +25,7 @@ from aiohttp import web
 from punctual.clocks import ServerClock, first_of
 from punctual.core.groups import placement_of
 from punctual.core.jobs import JobSnapshot
+from punctual.core.records import SkipReason
 from punctual.core.times import format_time
 from punctual.core.workloads import parse_kinds
 from punctual.kube.applying import Applier
@@ -212,6 +213,8 @@ class Operator:
 
     def _on_schedule(self, key: Key, body: Mapping[str, Any] | None) -> None:
         self.metrics.per_schedule.observe(key, body, "" if body is None else placement_of(body))
+        if body is None:  # its series go with it (kube-state-metrics does the same)
+            self.metrics.forget_schedule(*key, skip_reasons=[reason.value for reason in SkipReason])
         changed = self.rules.observe(key, body)
         if changed is not None:  # its objects are judged by other rules now
             self.jobs.rejudge(changed)

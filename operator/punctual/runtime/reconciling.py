@@ -196,8 +196,9 @@ class Reconciler:
         self.group_locks: dict[tuple[str, str], asyncio.Lock] = {}
         self.group_reports: dict[tuple[str, str], dict[str, Any]] = {}  # as last written
         self.served = served  # the kinds this installation creates now (kube.workloads)
-        # Objects whose completion rule failed, and how: one Warning Event each.
-        self.rule_errors: dict[str, str] = {}
+        # Per schedule, its objects whose completion rule failed, and how: one Warning
+        # Event each. Only the objects it still has are kept.
+        self.rule_errors: dict[Key, dict[str, str]] = {}
         self.api = api
         self.freezes = freezes  # the FreezeWindows of a namespace, as the leader knows them
         self.calendars = calendars  # the Calendars, as listed last
@@ -281,12 +282,13 @@ class Reconciler:
         if not self.roles.leads_any():
             if self.roles.lapsed_any():
                 return self._dropped(key)
+            if not self.view.knows(key):  # deleted while this replica does not lead: its
+                self._forget(key)  # Jobs are the leader's to release (or the sweep's)
             return None
         for _ in range(ATTEMPTS):
             body = self.view.schedule(key)
             if body is None:
-                self.forget(key)
-                uid = self.view.forget_schedule(key)
+                uid = self._forget(key)
                 if uid is not None:
                     await self._release_all(uid)
                 return None
@@ -337,7 +339,7 @@ class Reconciler:
         """Decide, and leave the status for a later write when it may wait."""
         installation = None if self.installation is None else self.installation.name
         jobs = self.view.jobs(uid)
-        self._report_rule_errors(body, jobs)
+        self._report_rule_errors(key, body, jobs)
         decision = decide(
             body,
             jobs,
@@ -407,14 +409,27 @@ class Reconciler:
         limit = self.groups.limit(key[0], name)
         return Group(name, limit, held + int(yields), min(waiting, default=None))
 
-    def _report_rule_errors(self, body: Mapping[str, Any], jobs: Sequence[JobSnapshot]) -> None:
+    def _forget(self, key: Key) -> str | None:
+        """The schedule is gone: nothing of it stays (its timer, what the view kept of our
+        writes, a conflict); returns the uid it had, if known."""
+        self.forget(key)
+        self.conflicts.pop(key, None)
+        self.rule_errors.pop(key, None)
+        return self.view.forget_schedule(key)
+
+    def _report_rule_errors(
+        self, key: Key, body: Mapping[str, Any], jobs: Sequence[JobSnapshot]
+    ) -> None:
         """A spec.completion rule that fails on an object leaves it running; say so in one
         Warning Event per object and error (not at every pass)."""
+        told = self.rule_errors.pop(key, {})
+        errors = {job.uid: job.completion_error for job in jobs if job.completion_error}
+        if errors:
+            self.rule_errors[key] = errors
         for job in jobs:
             error = job.completion_error
-            if error is None or self.rule_errors.get(job.uid) == error:
+            if error is None or told.get(job.uid) == error:
                 continue
-            self.rule_errors[job.uid] = error
             message = f"{job.kind.kind} {job.name} counts as running: {error}"
             logger.warning("%s/%s: %s", body["metadata"]["namespace"], job.schedule, message)
             if self.events is not None:

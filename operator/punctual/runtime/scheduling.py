@@ -103,6 +103,8 @@ class SchedulerLoop:
         if instant is None:
             self._wake.pop(key, None)
             return
+        if self._wake.get(key) == instant:
+            return  # its live entry is in the heap: a pass that keeps its timer adds none
         self._wake[key] = instant
         heapq.heappush(self._heap, (instant, next(self._seq), key))
         self._kick.set()
@@ -127,6 +129,11 @@ class SchedulerLoop:
         waits (the pass decides again then)."""
         self._routine[key] = None
         self._kick.set()
+
+    @property
+    def timers(self) -> int:
+        """Entries in the timer heap, superseded ones included (dropped as they come due)."""
+        return len(self._heap)
 
     @property
     def pending(self) -> int:

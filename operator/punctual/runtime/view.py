@@ -91,6 +91,10 @@ class LeaderView:
 
     # -- what a decision reads ---------------------------------------------------------
 
+    def knows(self, key: Key) -> bool:
+        """Whether the index holds the schedule (no parse)."""
+        return key in self._schedules
+
     def schedule(self, key: Key) -> Body | None:
         """The freshest body we know: the watch's, or our own last write if newer."""
         packed = self._schedules.get(key)
