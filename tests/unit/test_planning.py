@@ -579,3 +579,28 @@ def test_naive_times_are_a_programming_error() -> None:
         plan_ticks(
             spec, uid=UID, created=T0, cursor=None, fingerprint=None, now=T0.replace(tzinfo=None)
         )
+
+
+def test_upcoming_ticks_keep_one_entry_per_source_however_many_ticks_pass(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A leader's heap grew by an entry per firing while the cache was keyed by tick
+    too; now a source keeps only its latest, and the sources kept are bounded."""
+    from punctual.core import planning
+
+    planning.clear_caches()
+    every5 = planning._cron_ticks("*/5 * * * *", "UTC", None)
+    start = datetime(2026, 11, 27, tzinfo=UTC)
+    step = timedelta(minutes=5)
+    for i in range(100):
+        first = start + i * step
+        assert planning.upcoming_ticks(every5, first, 5) == tuple(
+            first + k * step for k in range(5)
+        )
+    assert len(planning._upcoming) == 1
+    monkeypatch.setattr(planning, "UPCOMING_SOURCES", 3)
+    sources = [planning._cron_ticks(f"{m} * * * *", "UTC", None) for m in range(5)]
+    for source in sources:
+        planning.upcoming_ticks(source, start, 2)
+    assert len(planning._upcoming) == 3  # the least recently asked went first
+    assert every5 not in planning._upcoming and sources[-1] in planning._upcoming
