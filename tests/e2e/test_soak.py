@@ -35,6 +35,8 @@ load), so a leak is judged by the peak: the peak of the run's second half no mor
 (bench/results-soak/results.md).
 
 SOAK_MINUTES sets the length (the test is skipped without it); `make soak` runs 60.
+SOAK_FAULTS (the kinds, comma-separated, in turn) and SOAK_WRAPPER (a command each
+replica's interpreter runs under, such as a heap profiler) are for finding a cause.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ import asyncio
 import json
 import os
 import random
+import shlex
 import statistics
 import time
 from collections import Counter, defaultdict
@@ -70,7 +73,12 @@ CRON = "H * * * * *" if PERIOD == 1 else f"H H/{PERIOD} * * * *"
 POLICIES = ("Allow", "Forbid", "Replace", "BufferOne")
 EVERY_TICK_CREATES = {"Allow", "Replace"}  # the others may skip or hold a tick by design
 # The faults that leave both replicas running (their memory is followed for the hour).
-FAULTS = ("SIGSTOP past the Lease", "API server restart", "Lease deleted", "Job deleted")
+FAULTS = tuple(
+    kind.strip()
+    for kind in os.environ.get(
+        "SOAK_FAULTS", "SIGSTOP past the Lease,API server restart,Lease deleted,Job deleted"
+    ).split(",")
+)
 SAMPLE_EVERY = 30.0
 
 
@@ -268,8 +276,10 @@ def test_an_hour_of_2000_schedules_under_faults(
         memory = Memory(ops)
         deletable = tuple(f"s{i}" for i in range(COUNT))
         campaign = Campaign(crd, namespace, ops, rng, deletable=deletable)
-        ops.start("a", "--workers", "256")
-        ops.start("b", "--workers", "256")
+        # SOAK_WRAPPER: a command each replica's interpreter runs under (a profiler).
+        wrapper = tuple(shlex.split(os.environ.get("SOAK_WRAPPER", "")))
+        ops.start("a", "--workers", "256", wrapper=wrapper)
+        ops.start("b", "--workers", "256", wrapper=wrapper)
         wait_until(lambda: leader_of(crd, namespace) in ("a", "b"), 30, what="a leader")
         asyncio.run(create_all(crd, namespace))
         memory.started = time.monotonic()
