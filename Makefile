@@ -143,7 +143,7 @@ chaos: venv binaries ## A ~30-minute fault campaign (150 faults of 9 kinds, fenc
 	  $(BIN)/pytest tests/e2e/test_chaos_campaign.py -q -s
 
 .PHONY: soak
-soak: venv binaries ## An hour (SOAK_MINUTES=60) of 2000 schedules under periodic faults: memory, descriptors, 0 dup / 0 lost; writes bench/results-soak/
+soak: venv binaries ## An hour (SOAK_MINUTES=60) of 2000 schedules under periodic faults: memory and heap by role, descriptors, 0 dup / 0 lost; writes bench/results-soak/
 	SOAK_MINUTES=$${SOAK_MINUTES:-60} $(BIN)/pytest tests/e2e/test_soak.py -q -s
 
 .PHONY: bench
