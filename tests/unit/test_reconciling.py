@@ -176,6 +176,21 @@ async def test_a_due_tick_is_decided_applied_and_remembered() -> None:
     assert view.written[KEY]["metadata"]["resourceVersion"] == "4712"  # our write, kept
 
 
+async def test_our_write_is_not_kept_once_the_index_holds_it_or_newer() -> None:
+    """The soak's standby held one parsed body per schedule: our last writes, kept in
+    `written` because no echo matched them and nothing read them again."""
+    world = due_now()
+    world.body["metadata"]["resourceVersion"] = "4712"  # the watch was quicker than the pass
+    reconciler, view = world.reconciler()
+    await reconciler(KEY)
+    assert KEY not in view.written
+    world.body["metadata"]["resourceVersion"] = "1"
+    await reconciler(KEY)
+    assert KEY in view.written  # the index is behind: our copy is the freshest
+    assert view.is_echo(KEY, "4713") is False  # not our write, but newer than it
+    assert KEY not in view.written
+
+
 async def test_a_replica_that_does_not_lead_does_nothing() -> None:
     world = due_now()
     world.lease.leading, world.lease.epoch = False, None

@@ -49,7 +49,7 @@ class ScheduleIndex(Mapping[Key, str]):
     def __init__(self, api: Api, namespaces: list[str], on_schedule: OnSchedule) -> None:
         self.on_schedule = on_schedule
         self._packed: dict[Key, str] = {}
-        self._versions: dict[Key, str] = {}
+        self.versions: dict[Key, str] = {}  # each schedule's resourceVersion as indexed
         self.uids: dict[Key, str] = {}
         # status.nextScheduleTime as written (RFC 3339 UTC text sorts as time does).
         self._next: dict[Key, str] = {}
@@ -107,10 +107,10 @@ class ScheduleIndex(Mapping[Key, str]):
         meta = body.get("metadata") or {}
         key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
         version = str(meta.get("resourceVersion", ""))
-        if self._versions.get(key) == version and key in self._packed:
+        if self.versions.get(key) == version and key in self._packed:
             return key  # a relist of what is held: nothing new
         self._packed[key] = pack(body)
-        self._versions[key] = version
+        self.versions[key] = version
         self.uids[key] = str(meta.get("uid", ""))
         upcoming = (body.get("status") or {}).get("nextScheduleTime")
         if isinstance(upcoming, str):
@@ -123,7 +123,7 @@ class ScheduleIndex(Mapping[Key, str]):
     def _drop(self, key: Key) -> None:
         if self._packed.pop(key, None) is None:
             return
-        self._versions.pop(key, None)
+        self.versions.pop(key, None)
         self.uids.pop(key, None)
         self._next.pop(key, None)
         self.on_schedule(key, None)

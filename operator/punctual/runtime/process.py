@@ -106,7 +106,9 @@ class Operator:
             self.jobs,
             on_served=lambda kind: self.notify_all(),
         )
-        self.view = LeaderView(self.schedules, self.jobs.index, self.schedules.uids)
+        self.view = LeaderView(
+            self.schedules, self.jobs.index, self.schedules.uids, self.schedules.versions
+        )
         self.loop = SchedulerLoop(
             self._reconcile,
             clock=clock,
@@ -264,9 +266,11 @@ class Operator:
             synced = self.synced.is_set()
             now_led = self.election.terms()
             self.loop.enabled = bool(now_led)
-            if now_led and not led:
-                self.view.clear()  # a new leadership
             if bool(now_led) != bool(led):
+                # A leadership starts or ends: what the last one wrote is no use to the
+                # next, and a standby never reads it (the soak's standby held a parsed
+                # body per schedule here).
+                self.view.clear()
                 self.early.led(bool(now_led))
             gained = any(led.get(shard) != term for shard, term in now_led.items())
             if now_led and synced and (gained or not whole):

@@ -30,8 +30,12 @@ Body = dict[str, Any]
 
 def _resource_version(body: Mapping[str, Any] | None) -> int:
     """resourceVersions are opaque, but from etcd they are increasing integers."""
+    return _version_number((body or {}).get("metadata", {}).get("resourceVersion"))
+
+
+def _version_number(text: object) -> int:
     try:
-        return int((body or {}).get("metadata", {}).get("resourceVersion", "-1"))
+        return int(str(text))
     except (TypeError, ValueError):
         return -1
 
@@ -42,9 +46,11 @@ class LeaderView:
         schedules: Mapping[Key, str],
         jobs: Mapping[str, list[JobSnapshot]],
         uids: Mapping[Key, str] | None = None,
+        versions: Mapping[Key, str] | None = None,
     ) -> None:
         self._schedules = schedules  # packed bodies (kube.schedulewatching)
         self._uids = uids  # each schedule's uid, when the index keeps them beside
+        self._versions = versions  # and each one's resourceVersion
         self._jobs = jobs  # a schedule uid's Jobs (kube.jobwatching)
         self.written: dict[Key, Body] = {}  # the schedule as our last write returned it
         self.created: dict[str, dict[str, JobSnapshot]] = {}  # schedule uid -> name -> Job
@@ -68,12 +74,16 @@ class LeaderView:
     # -- what the watch says, filtered -----------------------------------------------
 
     def is_echo(self, key: Key, resource_version: str | None) -> bool:
-        """Whether a schedule event is the echo of our own last write (nothing new)."""
+        """Whether a schedule event is the echo of our own last write (nothing new). Our
+        copy goes once the index holds our write or a newer version: kept any longer,
+        it was one parsed body per schedule for as long as nothing read it again (a
+        standby never does)."""
         ours = self.written.get(key)
-        if ours is not None and ours["metadata"].get("resourceVersion") == resource_version:
-            del self.written[key]  # the index holds the same now: no second copy to keep
-            return True
-        return False
+        if ours is None:
+            return False
+        if _version_number(resource_version) >= _resource_version(ours):
+            del self.written[key]
+        return bool(ours["metadata"].get("resourceVersion") == resource_version)
 
     def job_changed(self, uid: str, job: JobSnapshot | None) -> bool:
         """Whether what decisions read of a Job changed (created, finished, deleted).
@@ -90,6 +100,13 @@ class LeaderView:
         return True
 
     # -- what a decision reads ---------------------------------------------------------
+
+    def _indexed_version(self, key: Key) -> int:
+        """The resourceVersion the index holds for the schedule (-1: none)."""
+        if self._versions is not None:
+            return _version_number(self._versions.get(key))
+        packed = self._schedules.get(key)
+        return -1 if packed is None else _resource_version(unpack(packed))
 
     def knows(self, key: Key) -> bool:
         """Whether the index holds the schedule (no parse)."""
@@ -170,7 +187,11 @@ class LeaderView:
         if applied.released:
             self.released.setdefault(uid, set()).update(applied.released)
         if not applied.stale and applied.schedule is not None and wrote_status:
-            self.written[key] = without_managed_fields(applied.schedule)
+            mine = without_managed_fields(applied.schedule)
+            if self._indexed_version(key) < _resource_version(mine):
+                self.written[key] = mine
+            else:  # the watch delivered it while the pass went on (its creates)
+                self.written.pop(key, None)
             self.unwritten_since.pop(key, None)
 
     def reread(self, key: Key, body: Body | None) -> None:
