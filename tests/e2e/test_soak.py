@@ -317,6 +317,7 @@ def test_an_hour_of_2000_schedules_under_faults(
     creates: Counter[str] = Counter()
     fired: dict[str, list[datetime]] = defaultdict(list)
     lags = []
+    slowest: list[tuple[float, str]] = []  # (lag, Job): the tail, named, to find its cause
     for name, code, at in job_creates(crd.audit_log, namespace):
         if code != 201:
             continue
@@ -325,6 +326,7 @@ def test_an_hour_of_2000_schedules_under_faults(
         fired[name.rsplit("-", 1)[0]].append(tick)
         if at >= began:
             lags.append((at - tick).total_seconds())
+            slowest.append(((at - tick).total_seconds(), name))
     duplicates = {name: n for name, n in creates.items() if n > 1}
     window = (began + timedelta(minutes=2), finished - timedelta(minutes=1))
     lost: dict[str, int] = {}
@@ -408,6 +410,11 @@ def test_an_hour_of_2000_schedules_under_faults(
             "|---|---|---|---|---|",
             f"| {sum(creates.values())} | {len(duplicates)} | {len(lost)} | "
             f"{p50:.2f} s | {p99:.2f} s |",
+            "",
+            "slowest creates (lag, Job): "
+            + ", ".join(f"{lag:.1f} s {name}" for lag, name in sorted(slowest)[-15:][::-1]),
+            "lost ticks (schedule: ticks): "
+            + (", ".join(f"{k}: {v}" for k, v in sorted(lost.items())) or "none"),
         ]
     )
     print("\n" + table)
