@@ -73,6 +73,7 @@ async def observe(
     if operator is not None and trial.settings.profiler == "py-spy":
         spy = PySpy(operator.pid, trial.workdir / f"py-spy-{operator.identity}.txt")
     requests_before = operator.api_requests() if operator else {}
+    passes_before = operator.metric("punctual_passes_total") if operator else None
     if operator is not None:
         await sleep_until(expect.tick - 1.5)
         trial.result["operator_clock"] = {
@@ -90,6 +91,7 @@ async def observe(
     log(f"{window.created}/{n} created, {after:.1f}s after the tick; settling")
     await _settle(trial, expect, window)
     requests_after = operator.api_requests() if operator else {}
+    passes_after = operator.metric("punctual_passes_total") if operator else None
     await _record(trial, expect, window, subject_pid)
     if operator is not None:
         trial.result["operator_requests"] = {
@@ -97,6 +99,8 @@ async def observe(
             for k, v in requests_after.items()
             if v - requests_before.get(k, 0.0)
         }
+    if passes_before is not None and passes_after is not None:  # passes per firing
+        trial.result["operator_passes"] = passes_after - passes_before
     f = trial.result["firings"]
     writes = trial.result["writes"]
     log(
@@ -104,6 +108,11 @@ async def observe(
         f"duplicates {f['duplicates']}, skew p50 {f['skew']['p50']:.3f}s "
         f"p99 {f['skew']['p99']:.3f}s max {f['skew']['max']:.3f}s, "
         f"writes/firing {writes['without_leases'] / max(1, f['created']):.2f}"
+        + (
+            f", passes/firing {trial.result['operator_passes'] / max(1, f['created']):.2f}"
+            if "operator_passes" in trial.result
+            else ""
+        )
     )
 
 

@@ -86,6 +86,12 @@ class Metrics:
             ["verb", "code"],
             registry=r,
         )
+        self.passes = Counter(
+            "punctual_passes_total",
+            "Passes over a schedule (a decision, and its writes if any): per firing, one "
+            "decides it; the others were woken by a change, a Job or a timer.",
+            registry=r,
+        )
         self.leader = Gauge(
             "punctual_leader", "1 while this replica leads and may write, else 0.", registry=r
         )

@@ -80,6 +80,7 @@ def test_metrics_count_firings_skips_and_lag(crd: Cluster, namespace: str, tmp_p
     # Two schedules firing every second hold the loop for milliseconds, not a second.
     assert 0 <= sample(text, "punctual_event_loop_lag_seconds") < 1.0
     assert sample(text, "punctual_api_requests_total", verb="post", code="201") >= sec + busy
+    assert sample(text, "punctual_passes_total") >= sec + busy + skipped  # one decided each
     assert abs(sample(text, "punctual_clock_offset_seconds")) < 1.0  # same machine, same clock
     status = get(crd, namespace, "cronschedule", "busy")["status"]
     assert any(f["outcome"] == "Skipped" for f in status["recentFirings"])

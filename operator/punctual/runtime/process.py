@@ -201,6 +201,7 @@ class Operator:
         return self.early.decidable(key)
 
     async def _reconcile(self, key: Key) -> datetime | None:
+        self.metrics.passes.inc()
         if not self.synced.is_set():
             if not self.early.decidable(key):
                 return None  # decided once the lists are in (notify_all)
