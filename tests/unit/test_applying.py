@@ -116,6 +116,25 @@ async def test_claim_then_replace_then_create_then_prune() -> None:
     assert api.objects[SCHEDULE]["status"] == CLAIM
 
 
+async def test_the_claim_and_each_job_are_told_as_soon_as_answered() -> None:
+    """The watch's echo of the claim often comes while the pass still creates: the view
+    is told of each write before the next request goes, so it knows the echo as ours."""
+    api = server(held_job("nightly-old", "u9"))
+    told: list[tuple[str, str, int]] = []  # (what, name, requests sent by then)
+    decision = Decision(
+        status=CLAIM,
+        creates=(create("nightly-1"), create("nightly-2")),
+        prune=(JobToDelete("nightly-old", "u9", "beyond history"),),
+    )
+    await applier(api).apply(
+        schedule(),
+        decision,
+        claimed=lambda body: told.append(("claim", body["metadata"]["name"], len(api.calls))),
+        created=lambda job: told.append(("job", job.name, len(api.calls))),
+    )
+    assert told == [("claim", NAME, 1), ("job", "nightly-1", 2), ("job", "nightly-2", 3)]
+
+
 async def test_a_conflict_on_the_claim_drops_everything_else() -> None:
     api = server(version="2")  # someone wrote after the applier read it
     decision = Decision(

@@ -23,7 +23,7 @@ from punctual.clocks import FixedClock
 from punctual.core.deciding import IN_FLIGHT_RECHECK
 from punctual.core.decisions import Decision
 from punctual.core.delaying import ROUTINE_HORIZON
-from punctual.core.jobs import JobSnapshot
+from punctual.core.jobs import JobSnapshot, JobState
 from punctual.core.workloads import JOB, WorkloadKind
 from punctual.kube.applying import Applied, NotLeader, schedule_path
 from punctual.kube.client import Invalid, Unavailable
@@ -89,7 +89,18 @@ class FakeApplier:
         self.released.append((namespace, name, uid))
         applied.released.append(name)
 
-    async def apply(self, schedule: Any, decision: Decision) -> Applied:
+    # Called while the write is in flight, after the claim and after each create (the
+    # watch delivering a write's echo before the pass ends).
+    during: list[Callable[[], None]] = field(default_factory=list)
+
+    async def apply(
+        self,
+        schedule: Any,
+        decision: Decision,
+        *,
+        claimed: Callable[[dict[str, Any]], None] = lambda body: None,
+        created: Callable[[JobSnapshot], None] = lambda job: None,
+    ) -> Applied:
         self.decisions.append(decision)
         outcome = self.outcomes.pop(0) if self.outcomes else None
         if isinstance(outcome, Exception):
@@ -98,7 +109,16 @@ class FakeApplier:
             return outcome
         written = {**schedule, "status": decision.status or schedule.get("status")}
         written["metadata"] = {**schedule["metadata"], "resourceVersion": "4712"}
-        return Applied(schedule=written)
+        applied = Applied(schedule=written)
+        if decision.status is not None:
+            claimed(written)
+        for create in decision.creates:
+            made = JobSnapshot(create.name, f"uid-{create.name}", UID, create.tick, JobState.ACTIVE)
+            applied.created.append(made)
+            created(made)
+        for then in self.during:
+            then()
+        return applied
 
 
 class Live(Mapping[Any, Any]):
@@ -189,6 +209,19 @@ async def test_our_write_is_not_kept_once_the_index_holds_it_or_newer() -> None:
     assert KEY in view.written  # the index is behind: our copy is the freshest
     assert view.is_echo(KEY, "4713") is False  # not our write, but newer than it
     assert KEY not in view.written
+
+
+async def test_echoes_of_our_claim_and_job_that_come_during_the_pass_are_ours() -> None:
+    """The watch delivers the claim's echo while the pass creates its Job, and the Job's
+    while it prunes and reports: known as ours, they wake no second pass per firing."""
+    world = due_now()
+    reconciler, view = world.reconciler()
+    echoes: list[bool] = []
+    echo = JobSnapshot(n(T0), f"uid-{n(T0)}", UID, T0, JobState.ACTIVE)
+    world.applier.during.append(lambda: echoes.append(view.is_echo(KEY, "4712")))
+    world.applier.during.append(lambda: echoes.append(not view.job_changed(echo.uid, echo)))
+    await reconciler(KEY)
+    assert echoes == [True, True]
 
 
 async def test_a_replica_that_does_not_lead_does_nothing() -> None:

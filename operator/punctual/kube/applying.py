@@ -98,6 +98,10 @@ class Applied:
     failed_pending: list[str] = field(default_factory=list)  # stuck pending: failed by us
 
 
+def _ignore(_: object) -> None:
+    pass
+
+
 def schedule_path(namespace: str, name: str) -> str:
     return f"/apis/punctual.dev/v1/namespaces/{namespace}/cronschedules/{name}"
 
@@ -214,22 +218,39 @@ class Applier:
             self.limiter.answered(200, sent_at=sent_at)
             return answer
 
-    async def apply(self, schedule: Mapping[str, Any], decision: Decision) -> Applied:
+    async def apply(
+        self,
+        schedule: Mapping[str, Any],
+        decision: Decision,
+        *,
+        claimed: Callable[[Body], None] = _ignore,
+        created: Callable[[JobSnapshot], None] = _ignore,
+    ) -> Applied:
         """Apply `decision` to `schedule` (as it was read): claim, replace, create, record,
-        prune, report. Raises NotLeader, before a write, once this replica may not write."""
+        prune, report. Raises NotLeader, before a write, once this replica may not write.
+
+        `claimed` and `created` are told of the claim as written and of each Job created
+        as soon as the API server answers, before the next write: the watch's echo of a
+        write often comes while the pass goes on, and is then known as ours."""
         meta = schedule["metadata"]
         namespace, name = meta["namespace"], meta["name"]
         applied = Applied(schedule=dict(schedule))
 
         # 1. The claim: status written with the resourceVersion we decided on.
-        if decision.status is not None and not await self._claim(schedule, decision, applied):
-            return applied
+        if decision.status is not None:
+            if not await self._claim(schedule, decision, applied):
+                return applied
+            assert applied.schedule is not None
+            claimed(applied.schedule)
         # 2. Replace: the running Jobs go before the new one comes.
         for job in decision.replace:
             await self._delete(namespace, job, applied)
         # 3. The creates.
         for create in decision.creates:
+            before = len(applied.created)
             await self._create(schedule, create, applied)
+            for made in applied.created[before:]:
+                created(made)
         count_outcomes(self.metrics, namespace, name, decision, applied)
         if (applied.failed or applied.fired_elsewhere) and applied.schedule is not None:
             await self._settle_failures(applied, decision.delayed_status)

@@ -17,6 +17,7 @@ applier, or act for a schedule whose shard this replica does not lead.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -118,7 +119,14 @@ class Queueing(Protocol):
 class Applying(Protocol):
     """What a pass needs of the applier (kube.applying.Applier)."""
 
-    async def apply(self, schedule: Mapping[str, Any], decision: Decision) -> Applied: ...
+    async def apply(
+        self,
+        schedule: Mapping[str, Any],
+        decision: Decision,
+        *,
+        claimed: Callable[[dict[str, Any]], None] = ...,
+        created: Callable[[JobSnapshot], None] = ...,
+    ) -> Applied: ...
 
     async def group_status(self, namespace: str, group: str, status: dict[str, Any]) -> bool: ...
 
@@ -310,7 +318,12 @@ class Reconciler:
             if postponed(self.queue, key, decision, now=self.clock.now()):
                 return routine_wake(decision)
             try:
-                applied = await role.applier.apply(body, decision)
+                applied = await role.applier.apply(
+                    body,
+                    decision,
+                    claimed=functools.partial(self.view.claimed, key),
+                    created=functools.partial(self.view.created_now, uid),
+                )
             except NotLeader:
                 if role.elector.epoch is not None:
                     return self._dropped(key)

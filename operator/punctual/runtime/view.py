@@ -176,22 +176,32 @@ class LeaderView:
 
     # -- what our writes did -----------------------------------------------------------
 
+    def claimed(self, key: Key, schedule: Body) -> None:
+        """Our claim as the API server answered it, kept as the freshest body until the
+        watch delivers it: its echo is then known as ours (no second pass). Nothing is
+        kept if the watch was quicker: the index holds it already."""
+        mine = without_managed_fields(schedule)
+        if self._indexed_version(key) < _resource_version(mine):
+            self.written[key] = mine
+        else:
+            self.written.pop(key, None)
+
+    def created_now(self, uid: str, job: JobSnapshot) -> None:
+        """A Job we created, kept until the watch delivers it; the watch's ADDED event for
+        it then says nothing new (no second pass)."""
+        self.created.setdefault(uid, {})[job.name] = job
+        self.jobs_seen.setdefault(job.uid, job)
+
     def remember(self, key: Key, uid: str, applied: Applied, *, wrote_status: bool) -> None:
         """Keep what applying a Decision did until the watch delivers it."""
         for job in applied.created:
-            self.created.setdefault(uid, {})[job.name] = job
-            # The watch's ADDED event for it says nothing new: no second decision.
-            self.jobs_seen.setdefault(job.uid, job)
+            self.created_now(uid, job)
         if applied.deleted:
             self.deleted.setdefault(uid, set()).update(applied.deleted)
         if applied.released:
             self.released.setdefault(uid, set()).update(applied.released)
         if not applied.stale and applied.schedule is not None and wrote_status:
-            mine = without_managed_fields(applied.schedule)
-            if self._indexed_version(key) < _resource_version(mine):
-                self.written[key] = mine
-            else:  # the watch delivered it while the pass went on (its creates)
-                self.written.pop(key, None)
+            self.claimed(key, applied.schedule)
             self.unwritten_since.pop(key, None)
 
     def reread(self, key: Key, body: Body | None) -> None:
