@@ -67,6 +67,16 @@ def test_failed_jobs_in_a_row_pause_at_the_threshold_naming_them_newest_first() 
     assert record.message.startswith(f"2 Jobs failed in a row ({n(T0 - H)}, {n(T0 - 2 * H)})")
 
 
+def test_more_failures_than_the_threshold_are_counted_and_the_newest_named_as_such() -> None:
+    spec = spec_body(**PAUSE)  # the threshold is 2
+    jobs = [job(T0 - 3 * H, BROKEN), job(T0 - 2 * H, BROKEN), job(T0 - H, BROKEN)]
+    record = pause(read(spec, status_body(spec), jobs), parsed(spec))
+    assert record.failures == 3 and record.failed == (n(T0 - H), n(T0 - 2 * H))
+    assert record.message.startswith(
+        f"3 Jobs failed in a row (the newest: {n(T0 - H)}, {n(T0 - 2 * H)})"
+    )
+
+
 def test_a_success_resets_the_count() -> None:
     spec = spec_body(**PAUSE)
     jobs = [job(T0 - 3 * H, BROKEN), job(T0 - 2 * H, DONE), job(T0 - H, BROKEN)]

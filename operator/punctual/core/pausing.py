@@ -119,9 +119,9 @@ def pause(schedule: ScheduleRead, spec: CronScheduleSpec) -> Pause:
     was_paused = any(c.type == "Paused" and c.status == "True" for c in old.conditions)
     paused = resumed is None and (was_paused or count >= spec.pause_on_failure.consecutive_failures)
     newest = tuple(reversed(failed))[: spec.pause_on_failure.consecutive_failures]
+    named = ", ".join(newest) if len(newest) >= count else f"the newest: {', '.join(newest)}"
     message = (
-        f"{count} Jobs failed in a row ({', '.join(newest)}); "
-        f"`punctual resume {schedule.name}` resumes firing"
+        f"{count} Jobs failed in a row ({named}); `punctual resume {schedule.name}` resumes firing"
     )
     return Pause(count, newest, paused, resumed, message if paused else "")
 
