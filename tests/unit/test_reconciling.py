@@ -224,6 +224,17 @@ async def test_echoes_of_our_claim_and_job_that_come_during_the_pass_are_ours() 
     assert echoes == [True, True]
 
 
+def test_a_jobs_first_pod_starting_wakes_no_pass_and_its_finishing_does() -> None:
+    """Only a pendingTimeoutSeconds reads whether a Job started, at a deadline its own
+    timer wakes for: the start woke one pass per firing for nothing."""
+    _, view = due_now().reconciler()
+    created = JobSnapshot(n(T0), "u1", UID, T0, JobState.ACTIVE, started=False)
+    assert view.job_changed("u1", created)  # new
+    assert not view.job_changed("u1", dataclasses.replace(created, started=True))
+    assert view.job_changed("u1", dataclasses.replace(created, started=True, state=DONE))
+    assert view.job_changed("u1", None)  # deleted
+
+
 async def test_a_replica_that_does_not_lead_does_nothing() -> None:
     world = due_now()
     world.lease.leading, world.lease.epoch = False, None

@@ -89,9 +89,16 @@ class LeaderView:
         """Whether what decisions read of a Job changed (created, finished, deleted).
 
         A Job's status changes several times while it runs (pods created, ready,
-        counted); only its creation, its finishing and its deletion matter here.
+        counted); only its creation, its finishing and its deletion matter here. Its
+        first pod starting does not either: only a pendingTimeoutSeconds reads it, at a
+        deadline its own timer wakes for (a pass per firing when it woke one).
         """
-        if job is not None and self.jobs_seen.get(uid) == job:
+        seen = self.jobs_seen.get(uid)
+        if (
+            job is not None
+            and seen is not None
+            and (seen == job or seen == dataclasses.replace(job, started=seen.started))
+        ):
             return False
         if job is None:
             self.jobs_seen.pop(uid, None)
