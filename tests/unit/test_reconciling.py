@@ -191,9 +191,20 @@ async def test_a_due_tick_is_decided_applied_and_remembered() -> None:
     [decision] = world.applier.decisions
     assert [c.name for c in decision.creates] == [n(T0)]
     assert decision.status is not None  # the claim
-    assert wake == T0 + IN_FLIGHT_RECHECK  # until the created Job is seen
+    # The Job landed: what is left is the write that records it, at most the delay away
+    # (not a recheck in seconds, which in a herd competed with the herd's own passes).
+    assert wake == T0 + DELAY
+    assert view.unwritten_since[KEY] == T0
     assert view.schedule(KEY) is not None
     assert view.written[KEY]["metadata"]["resourceVersion"] == "4712"  # our write, kept
+
+
+async def test_a_create_that_did_not_land_is_looked_at_again_in_seconds() -> None:
+    world = due_now()
+    written = {**world.body, "metadata": {**world.body["metadata"], "resourceVersion": "4712"}}
+    world.applier.outcomes.append(Applied(schedule=written, pending=[n(T0)]))
+    reconciler, _ = world.reconciler()
+    assert await reconciler(KEY) == T0 + IN_FLIGHT_RECHECK  # the claim stays in flight
 
 
 async def test_our_write_is_not_kept_once_the_index_holds_it_or_newer() -> None:

@@ -316,6 +316,12 @@ def _decision(
         newly_dead=written.newly_dead,
         due_by=claiming.due_by(schedule, creates, overlap.replaced, claims.in_flight, now),
         next_wake=_next_wake(plan, claims.in_flight, now, *wakes),
+        landed_wake=_next_wake(
+            plan,
+            [c for c in claims.in_flight if c.job not in {c.job for c in creates}],
+            now,
+            *wakes,
+        ),
     )
 
 

@@ -76,6 +76,10 @@ class Decision:
     fail: tuple[JobToFail, ...] = ()  # stuck pending past spec.pendingTimeoutSeconds
     events: tuple[EventNote, ...] = ()
     next_wake: datetime | None = None
+    # When to look again once every create of it has landed: the next wake without the
+    # soon recheck of the claims it fills (their Jobs are known then; what is left is the
+    # write that records them, which may wait as bookkeeping does).
+    landed_wake: datetime | None = None
     # When and how the status write may wait for a later one (see `delaying`).
     write_delay: WriteDelay = WriteDelay.NEVER
     # Set by `delaying` when the status is left for a later write: what that write will

@@ -337,7 +337,7 @@ class Reconciler:
             wrote = decision.status is not None or bool(applied.failed)
             self.view.remember(key, uid, applied, wrote_status=wrote)
             if not applied.stale:
-                return decision.next_wake
+                return self._after(key, decision, applied)
             try:  # the claim lost: read the schedule as it is now, and decide again
                 self.view.reread(key, await self.api.get(schedule_path(*key)))
             except NotFound:
@@ -347,6 +347,20 @@ class Reconciler:
                 logger.warning("%s/%s: re-reading after a conflict: %s", *key, error)
                 return self._later()
         return self._later()
+
+    def _after(self, key: Key, decision: Decision, applied: Applied) -> datetime | None:
+        """When to look again after applying `decision`. Once every create landed, its
+        claims need no recheck in seconds (which, in a herd, competed with the herd's
+        own passes): only the write that records them, at most the status delay from
+        now, as any bookkeeping."""
+        landed = len(applied.created) == len(decision.creates) and not (
+            applied.pending or applied.failed or applied.fired_elsewhere
+        )
+        if not decision.creates or not landed:
+            return decision.next_wake
+        since = self.view.unwritten_since.setdefault(key, self.clock.now())
+        due = since + self.status_delay
+        return due if decision.landed_wake is None else min(decision.landed_wake, due)
 
     def _decide(self, key: Key, body: dict[str, Any], uid: str, epoch: int, role: Role) -> Decision:
         """Decide, and leave the status for a later write when it may wait."""
