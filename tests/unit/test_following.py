@@ -9,9 +9,13 @@ collection records what it is told.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
+
+from punctual.kube import following
 from punctual.kube.client import ApiError
 from punctual.kube.following import LIST_PAGE, Follower
 from tests.unit.fakeapi import FakeApi
@@ -94,3 +98,56 @@ async def test_a_continue_token_that_expires_starts_the_list_again() -> None:
         str(LIST_PAGE),
     ]
     assert held.lists == [{f"u{i}" for i in range(LIST_PAGE + 1)}]  # only the complete list
+
+
+class BreaksOnce:
+    """The fake API server, whose first watch fails with an error no one expected."""
+
+    def __init__(self, api: FakeApi) -> None:
+        self.api = api
+        self.broken = False
+
+    async def get(self, path: str, **params: str) -> dict[str, Any]:
+        return await self.api.get(path, **params)
+
+    async def watch(self, path: str, **params: str) -> AsyncIterator[dict[str, Any]]:
+        if not self.broken:
+            self.broken = True
+            raise RuntimeError("an error the client did not turn into an ApiError")
+        async for event in self.api.watch(path, **params):
+            yield event
+
+
+async def test_a_watch_that_fails_unexpectedly_is_listed_again_and_followed_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The soak's leaders saw their own Jobs run for ever after an API server restart: a
+    watch cut mid-stream raised an error the follower did not catch, which ended it, and
+    the index went stale without a word. A follower now lists again and goes on."""
+    monkeypatch.setattr(following, "RETRY", 0.01)
+    api = server(1)
+    held = Held()
+    broken = BreaksOnce(api)
+    follower = Follower(
+        broken,  # type: ignore[arg-type]
+        lambda ns: f"/api/v1/namespaces/{ns}/things",
+        held,
+        namespaces=["team"],
+        what="things",
+    )
+    stop = asyncio.Event()
+    task = asyncio.create_task(follower.run(stop))
+    await asyncio.wait_for(follower.ready.wait(), 2)
+    await asyncio.sleep(0.05)  # following.RETRY
+    await api.time.run_until_idle()
+    api.put(f"{THINGS}/o0001", obj(1))  # written after the failure
+    await api.time.run_until_idle()
+    for _ in range(50):
+        if "o0001" in held.changed_names:
+            break
+        await asyncio.sleep(0.01)
+    stop.set()
+    await task
+    assert broken.broken
+    assert len(held.lists) == 2  # listed again after the failure
+    assert "o0001" in held.changed_names

@@ -232,7 +232,9 @@ class KubeClient:
                 if resp.status == 429:
                     wait = retry_after_of(resp.headers.get("Retry-After"), decoded)
                 return resp.status, decoded, wait
-        except (aiohttp.ClientConnectionError, TimeoutError) as exc:
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            # Any aiohttp failure, not only a connection's: an answer cut short (the API
+            # server stopped mid-response) raises ClientPayloadError, which is not one.
             if self._observer is not None:
                 self._observer(method, 0)
             raise Unavailable(0, "Unreachable", f"{method} {path}: {exc!r}") from exc
@@ -289,7 +291,9 @@ class KubeClient:
                             yield json.loads(line)
                 if pending.strip():
                     yield json.loads(pending)
-        except (aiohttp.ClientConnectionError, TimeoutError) as exc:
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            # A watch the API server's restart cuts mid-stream ends in ClientPayloadError
+            # (not a connection error): uncaught, it ended the follower that read it.
             raise Unavailable(0, "Unreachable", f"WATCH {path}: {exc!r}") from exc
 
     def _observe_date(self, sent: datetime, header: str | None) -> None:

@@ -122,6 +122,11 @@ class Follower:
                 where = namespace or "all namespaces"
                 logger.warning("watching %s in %s: %s", self.what, where, error)
                 await asyncio.sleep(RETRY)
+            except Exception:  # a follower that ends leaves its index stale, silently
+                where = namespace or "all namespaces"
+                logger.exception("watching %s in %s failed; listing again", self.what, where)
+                version = None
+                await asyncio.sleep(RETRY)
 
     async def _list(self, namespace: str | None) -> str:
         """List page by page; the list's resourceVersion (every page has the same)."""
