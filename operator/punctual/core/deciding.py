@@ -262,6 +262,7 @@ def _decision(
         outcome.claims,
     )
     creates = (*overlap.creates, *outcome.batch.fills)
+    creating_jobs = {c.job for c in creates}
     # 9. History: finished Jobs beyond the limits, never one whose tick is in flight.
     keep = {c.job for c in claims.in_flight} | {j.name for j in overlap.replaced}
     prune = claiming.prune(spec, schedule.ours, keep=keep)
@@ -317,10 +318,7 @@ def _decision(
         due_by=claiming.due_by(schedule, creates, overlap.replaced, claims.in_flight, now),
         next_wake=_next_wake(plan, claims.in_flight, now, *wakes),
         landed_wake=_next_wake(
-            plan,
-            [c for c in claims.in_flight if c.job not in {c.job for c in creates}],
-            now,
-            *wakes,
+            plan, [c for c in claims.in_flight if c.job not in creating_jobs], now, *wakes
         ),
     )
 

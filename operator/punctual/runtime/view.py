@@ -187,6 +187,9 @@ class LeaderView:
         """Our claim as the API server answered it, kept as the freshest body until the
         watch delivers it: its echo is then known as ours (no second pass). Nothing is
         kept if the watch was quicker: the index holds it already."""
+        kept = self.written.get(key)
+        if kept is not None and _resource_version(kept) == _resource_version(schedule):
+            return  # told already (the applier tells, then the pass remembers)
         mine = without_managed_fields(schedule)
         if self._indexed_version(key) < _resource_version(mine):
             self.written[key] = mine
