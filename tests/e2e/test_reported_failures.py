@@ -871,7 +871,8 @@ def test_soak_a_leader_sees_its_jobs_finish_after_an_api_server_restart(
     and every BufferOne tick buffered until it was Missed, until leadership moved.
 
     One replica, a Forbid schedule every 5 s whose runs take 300 ms, the API server
-    restarted: in the 40 s after it is back, the ticks keep being created."""
+    restarted: in the 60 s after it is back, the ticks keep being created (the first
+    ones wait for the replica to take its Lease again, up to about 20 s here)."""
     if crd.local is None:
         pytest.skip("needs the local control plane (restarts)")
     every = 5
@@ -886,8 +887,8 @@ def test_soak_a_leader_sees_its_jobs_finish_after_an_api_server_restart(
         crd.local.start("kube-apiserver")
         crd.local.wait_ready(60)
         back = now()
-        time.sleep(40)
+        time.sleep(60)
         after = sorted(
             tick_of(c.name) for c in created(crd, namespace, "fb") if tick_of(c.name) > back
         )
-    assert len(after) >= 5, f"{len(after)} ticks created in the 40 s after the restart: {after}"
+    assert len(after) >= 5, f"{len(after)} ticks created in the 60 s after the restart: {after}"
