@@ -13,6 +13,7 @@
 - `supervision`: a part that ends early is fatal; the stop signals.
 - `calibrating`: keeps the estimate of the API server's clock sharp.
 - `sampling`: the event loop's lag, sampled (`punctual_event_loop_lag_seconds`).
+- `trimming`: freed memory handed back to the operating system once a minute.
 - `options`: the settings of `punctual run`.
 - `logs`: the log format.
 

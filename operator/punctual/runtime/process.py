@@ -51,6 +51,7 @@ from punctual.runtime.reconciling import Installation, Reconciler, Role, Roles
 from punctual.runtime.sampling import LagSampler
 from punctual.runtime.scheduling import Key, SchedulerLoop
 from punctual.runtime.supervision import Fatal, first_failure, install_stop_signals
+from punctual.runtime.trimming import Trimmer, glibc_trim
 from punctual.runtime.view import LeaderView
 
 logger = logging.getLogger("punctual")
@@ -182,6 +183,7 @@ class Operator:
             notify=self.loop.notify,
         )
         self.lag = LagSampler()
+        self.trimmer = Trimmer(trim=glibc_trim())
         # The schedules and the Jobs listed: everything may be decided.
         self.synced = asyncio.Event()
         for elector in self.election.electors:  # yield to a standby whose lists are in
@@ -399,6 +401,7 @@ class Operator:
             "leadership": self._act_on_leadership(stop),
             "clock": calibrate(self.clock, self.api, stop),
             "event loop lag": self.lag.run(stop),
+            "memory trimming": self.trimmer.run(stop),
             "schedules": self.schedules.run(stop),
             "jobs": self.jobs.run(stop),
             "workload kinds": self.workloads.run(stop),
