@@ -3,11 +3,14 @@
 Why it exists: a burst of work (the relist after an API server restart, the writes a
 takeover sends, the pages of a long list) allocates and frees tens of megabytes. The
 Python heap's blocks fall back to where they were, but glibc keeps the freed pages in
-its heap, so resident memory steps up at each burst's peak and never comes down (the
+its heap, so resident memory steps up at each burst's peak and never comes down (a
 30-minute soak: 133 to 158 MiB and 136 to 168 MiB across the first API server restart,
-the heap's blocks flat at 0.59-0.62 M; bench/results-soak/results.md). `malloc_trim(0)`
-returns the free pages; it takes well under 10 ms on an 800 MiB heap, and a pass whose
-memory was never freed finds nothing to return.
+the heap's blocks flat at 0.59-0.62 M; bench/results-soak/at-5a459cf-30min.md).
+`malloc_trim(0)` returns the free pages; it takes well under 10 ms on an 800 MiB heap,
+and a pass whose memory was never freed finds nothing to return. In the 60-minute soak
+it returned 8-22 MiB at a time after bursts (bench/results-soak/results.md). What it
+cannot return is a page that still holds one live block: resident memory still drifted
+there (+25-28 % over the hour, the heap's blocks within 1 %).
 
 What it must never do: touch a Python object, fail where glibc is absent (musl, macOS:
 there it does nothing), or read any clock but the injected sleeper's.
