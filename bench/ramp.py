@@ -455,7 +455,7 @@ def figures(
 async def drain(trial: Trial) -> None:
     """The last step's CronSchedules, Jobs and pods gone (Punctual releases its finalizer
     on the Jobs of deleted schedules), so that no step inherits another's backlog."""
-    from punctual.kube.client import NotFound
+    from punctual.kube.client import NotFound, Unavailable
 
     options = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Background"}
     base = f"/namespaces/{NAMESPACE}"
@@ -465,11 +465,17 @@ async def drain(trial: Trial) -> None:
         f"/api/v1{base}/pods",
     )
     began = wall()
-    for path in collections[:2]:
-        with contextlib.suppress(NotFound):
-            await trial.api.delete(path, options)
     left: dict[str, int] = {}
+    undeleted = list(collections[:2])
     while wall() < began + DRAIN_CAP:
+        # A delete of thousands of objects can outlast the API server's request timeout,
+        # which then cuts the connection (ServerDisconnected, after 6 000 CronSchedules)
+        # with part of them left: a delete that did not answer is sent again.
+        for path in list(undeleted):
+            with contextlib.suppress(Unavailable):
+                with contextlib.suppress(NotFound):
+                    await trial.api.delete(path, options)
+                undeleted.remove(path)
         left = {}
         for path in collections:
             body = await trial.api.get(path, limit="1")
