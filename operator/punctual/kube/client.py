@@ -9,6 +9,15 @@ client certificate (a benchmarked aiohttp transport); where the server is and ho
 authenticate come from `kube.credentials`. The rest of the package codes against its
 Protocol, `Api`, which unit tests fake.
 
+Connections: requests share a pool of at most `connections` (REQUEST_CONNECTIONS),
+and each watch has a connection of its own, outside it, so that watches (one per kind
+and namespace) never take a write's connection, however many namespaces are followed.
+The pool is small on purpose: aiohttp hands out its idle connections oldest first, so
+under a steady load none idles out, and a burst's connections (with their TLS buffers,
+about 270 KB each) stayed for as long as the load did: the hour's soak saw a leader hold
+100 connections, 110 descriptors and 20 MiB more after one API server restart
+(bench/results-soak/at-1a0a54e.md). A herd sends no faster with more: see the constant.
+
 What it must never do: decide. Callers get typed errors (`Conflict`, `AlreadyExists`,
 `NotFound`, `Invalid`, `Unavailable`) and decide what they mean; the only retry here is
 one after a 401, with a renewed credential.
@@ -129,6 +138,10 @@ class Api(Protocol):
         ...
 
 
+# Requests in flight at once (the rest wait for a connection). MEASURE-ME
+REQUEST_CONNECTIONS = 32
+
+
 class KubeClient:
     """An async JSON client for one API server. Use as `async with KubeClient(creds) as api`."""
 
@@ -140,31 +153,39 @@ class KubeClient:
         user_agent: str = "punctual",
         server_clock: ServerClock | None = None,
         observer: Callable[[str, int], None] | None = None,
+        connections: int = REQUEST_CONNECTIONS,
     ):
         self.credentials = credentials
+        self._connections = connections
         self._timeout = aiohttp.ClientTimeout(total=timeout)
         self._user_agent = user_agent
         self._session: aiohttp.ClientSession | None = None
+        self._watches: aiohttp.ClientSession | None = None  # a connection per watch
         # Every response's Date header refines the estimate of the API server's clock.
         self.server_clock = server_clock or ServerClock()
         self._observer = observer  # (verb, status code or 0) of every request, for metrics
 
     async def __aenter__(self) -> Self:
-        self._session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(ssl=self.credentials.ssl_context(), limit=100),
+        self._session = self._new_session(self._connections)
+        self._watches = self._new_session(0)  # 0: no limit
+        return self
+
+    def _new_session(self, limit: int) -> aiohttp.ClientSession:
+        return aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(ssl=self.credentials.ssl_context(), limit=limit),
             timeout=self._timeout,
             headers={"User-Agent": self._user_agent, "Accept": "application/json"},
             proxy=self.credentials.proxy,
         )
-        return self
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        for session in (self._session, self._watches):
+            if session is not None:
+                await session.close()
+        self._session = self._watches = None
 
     async def request(
         self,
@@ -260,14 +281,14 @@ class KubeClient:
         Each event is {"type": ADDED|MODIFIED|DELETED|ERROR, "object": ...}. The stream
         ends after the server's timeoutSeconds (give one); errors raise ApiError.
         """
-        if self._session is None:
+        if self._watches is None:
             raise RuntimeError("KubeClient used outside `async with`")
         auth = await self._authenticate("GET", path)
         headers = {"Authorization": f"Bearer {auth.token}"} if auth.token else {}
         lasts = float(params.get("timeoutSeconds", "300"))
         timeout = aiohttp.ClientTimeout(total=None, connect=10, sock_read=lasts + 30)
         try:
-            async with self._session.get(
+            async with self._watches.get(
                 self.credentials.server + path,
                 params={**params, "watch": "true"},
                 headers=headers,
