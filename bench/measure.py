@@ -145,6 +145,9 @@ class Firings:
     first_create: float = math.nan
     last_create: float = math.nan
     created: dict[str, float] = field(default_factory=dict)  # job name -> received
+    # The API server's own time on each create answered 201: stageTimestamp minus
+    # requestReceivedTimestamp (whether the server or its client set the pace).
+    answered_in: list[float] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         ticks = sorted(self.by_tick)
@@ -164,6 +167,7 @@ class Firings:
             "worst_tick_p99": max((s["p99"] for s in per_tick), default=math.nan),
             "first_create": self.first_create,
             "last_create": self.last_create,
+            "answered_in": summary(self.answered_in),
         }
 
 
@@ -206,6 +210,8 @@ def firings(
         tick = tick_of(suffix)
         jobs_of[schedule].append(r.name)
         result.created[r.name] = r.received
+        if not math.isnan(r.completed):
+            result.answered_in.append(r.completed - r.received)
         if abs(tick - expected_ticks[schedule]) > 1e-6:
             result.wrong_tick.append(r.name)
         skew = r.received - tick

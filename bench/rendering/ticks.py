@@ -246,9 +246,10 @@ def _rate_rows(results: list[Result], n: int) -> list[str]:
     """Where the time goes: creates per second and what each process burned meanwhile."""
     lines = [
         "| scenario | Jobs created per s (tick → last create) | subject's writes per s until "
-        "the last create | CPU while firing, cores: subject · kube-apiserver · etcd · other "
+        "the last create | the API server's time on a create, p50 · p90 (audit: received to "
+        "answered) | CPU while firing, cores: subject · kube-apiserver · etcd · other "
         "controllers (KCM) · processes outside the benchmark |",
-        "|---|---|---|---|",
+        "|---|---|---|---|---|",
     ]
     for r in results:
         if r["n"] != n or r["kind"] == "failover" or r["shape"] == "spread":
@@ -275,9 +276,15 @@ def _rate_rows(results: list[Result], n: int) -> list[str]:
             subject = cores("cronjob-controller")
         elif r["kind"] == "raw" and wall:
             subject = f"{(cpu.get('harness') or 0) / wall:.2f} (client)"
+        answered = f.get("answered_in") or {}
+        server = (
+            f"{answered['p50'] * 1000:.0f} · {answered['p90'] * 1000:.0f} ms"
+            if answered.get("count")
+            else "-"
+        )
         lines.append(
             f"| {LABELS.get(r['scenario'], r['scenario'])} | {rate:.0f} "
-            f"| {fmt_num(writes / span if writes else None, 0)} "
+            f"| {fmt_num(writes / span if writes else None, 0)} | {server} "
             f"| {subject} · {cores('kube-apiserver')} · {cores('etcd')} · "
             f"{cores('kube-controller-manager')} · {fmt_num(cpu.get('other_cores'), 2)} |"
         )
