@@ -642,7 +642,9 @@ def _method(results: list[Result]) -> list[str]:
         "tick until every Job completed and the controller stayed quiet for 12 s, Lease "
         "renewals excluded, divided by the Jobs created; Events are not audited and are "
         "counted separately from the Events left in the namespace. CPU = utime+stime from "
-        "/proc over the same window; RSS = VmHWM at the end.",
+        "/proc over the same window; RSS = VmHWM at the end. The API server's time on a "
+        "create = its audit `stageTimestamp` (answered) minus `requestReceivedTimestamp`: "
+        "where it is a small part of the time a create is in flight, the client sets the pace.",
         "",
         "## Targets",
         "",

@@ -8,7 +8,7 @@ its heap, so resident memory steps up at each burst's peak and never comes down 
 the heap's blocks flat at 0.59-0.62 M; bench/results-soak/at-5a459cf-30min.md).
 `malloc_trim(0)` returns the free pages; it takes well under 10 ms on an 800 MiB heap,
 and a pass whose memory was never freed finds nothing to return. In the 60-minute soak
-it returned 8-22 MiB at a time after bursts (bench/results-soak/results.md). What it
+it returned 8-22 MiB at a time after bursts (bench/results-soak/at-1a0a54e.md). What it
 cannot return is a page that still holds one live block: resident memory still drifted
 there (+25-28 % over the hour, the heap's blocks within 1 %).
 
