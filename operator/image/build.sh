@@ -85,11 +85,15 @@ args=(--build-arg "PYTHON_IMAGE=$python_image" -f operator/Dockerfile -t "$image
 if [[ $builder != docker && -f $ca ]]; then
   args+=(--volume "$ca:$ca:ro")
 fi
+# RUN steps in a chroot, not under an OCI runtime: Debian's crun refuses a host whose
+# cgroups are mixed v1 and v2 ("cgroups in hybrid mode not supported"), as on this
+# project's machines, and runc may not be installed yet; the steps only install Python
+# packages, which need no namespaces or cgroups of their own.
 replaced=$("${builder/buildah/podman}" image inspect --format '{{.Id}}' "$image" 2>/dev/null || true)
 case $builder in
   docker) DOCKER_BUILDKIT=1 docker build "${args[@]}" . ;;
-  podman) podman build --ulimit nofile=10000:20000 "${args[@]}" . ;;
-  buildah) buildah bud --ulimit nofile=10000:20000 "${args[@]}" . ;;
+  podman) podman build --isolation chroot --ulimit nofile=10000:20000 "${args[@]}" . ;;
+  buildah) buildah bud --isolation chroot --ulimit nofile=10000:20000 "${args[@]}" . ;;
 esac
 built=$("${builder/buildah/podman}" image inspect --format '{{.Id}}' "$image")
 # The image this build replaced is untagged now: remove it (not if a container uses it),
