@@ -54,8 +54,13 @@ def image() -> str:
 
 
 def podman(*args: str, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """podman, with runc where it is installed (the real node installs it, after these
+    modules are imported): Debian's crun, podman's default, refuses a host whose cgroups
+    are mixed v1 and v2 ("cgroups in hybrid mode not supported"), as this project's
+    machines are; runc is what the real node's containerd runs the image with too."""
+    runtime = ["--runtime", "runc"] if shutil.which("runc") else []
     return subprocess.run(
-        ["podman", *args], capture_output=True, text=True, check=check, timeout=timeout
+        ["podman", *runtime, *args], capture_output=True, text=True, check=check, timeout=timeout
     )
 
 
