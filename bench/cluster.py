@@ -19,7 +19,17 @@ import time
 from pathlib import Path
 
 from localcluster import LocalCluster, audit_policy
-from settings import BIN_DIR, NAMESPACE, PORT_BASE, PROFILES, REPO, STATE_DIR, SUBJECT_USER, Profile
+from settings import (
+    BIN_DIR,
+    FENCE,
+    NAMESPACE,
+    PORT_BASE,
+    PROFILES,
+    REPO,
+    STATE_DIR,
+    SUBJECT_USER,
+    Profile,
+)
 
 
 def bench_audit_policy() -> str:
@@ -255,7 +265,7 @@ def _fencing_binding() -> dict[str, object]:
             "policyName": "punctual-fencing.punctual.dev",
             "validationActions": ["Deny"],
             "paramRef": {
-                "name": "punctual-fence",
+                "name": FENCE,
                 "namespace": NAMESPACE,
                 "parameterNotFoundAction": "Deny",
             },

@@ -21,6 +21,9 @@ Scenarios, for each N:
   schedules have minute resolution, over BENCH_CRONJOB_SPREAD_MINUTES distinct minutes.
 * raw-<profile>: the physical limit: one asyncio client (punctual.kube.client.KubeClient)
   creating N Jobs at high concurrency, as fast as the API server takes them.
+* raw-same-punctual-jobs (optional): the same client creating the very Jobs Punctual
+  creates (built by core.jobs, owned by N CronSchedules, admitted by the fencing policy):
+  what the API server spends on Punctual's Jobs, apart from the operator.
 * failover-defaults: two Punctual replicas; the leader is killed with SIGKILL one
   second before T; the standby takes the Lease when it expires and fires.
 * punctual-herd-overload, raw-overload (optional, scale-out): the herd and the raw

@@ -27,13 +27,17 @@ from observing import Expectation, observe
 from operatorprocess import OperatorProcess
 from procfs import cpu_between, snapshot
 from replicas import start_operator
-from settings import EXPORTS_KIND, LEASE, NAMESPACE, RAW_AGENT, Scenario, Settings
+from settings import EXPORTS_KIND, FENCE, LEASE, NAMESPACE, RAW_AGENT, Scenario, Settings
 from trial import Trial
 
+from punctual.core.jobs import build_job
 from punctual.core.keys import ANNOTATION_TICK, LABEL_SCHEDULE
+from punctual.core.naming import job_name
 from punctual.core.schedules import parse_schedule
+from punctual.core.stamping import Firing, FiringKind
 from punctual.kube.client import KubeClient
 from punctual.kube.credentials import load_kubeconfig
+from punctual.kube.fencing import raise_fence
 from punctual.kube.sharding import shard_of
 
 JOB_TEMPLATE: dict[str, Any] = {
@@ -73,11 +77,61 @@ def _raw_jobs(n: int) -> list[dict[str, Any]]:
     ]
 
 
+# The holder and epoch the raw client's Punctual-shaped Jobs carry (and the Fence holds).
+RAW_LEADER, RAW_EPOCH = "bench-raw", 1
+
+
+async def _punctual_jobs(trial: Trial, n: int) -> tuple[list[dict[str, Any]], list[str]]:
+    """The Jobs Punctual creates for N schedules at one tick, built by Punctual's own code
+    (`core.jobs.build_job`, its pod template stamped), owned by N CronSchedules that exist
+    and admitted by the fencing policy against a Fence raised for RAW_LEADER; and the
+    schedules' names. Nothing runs them: the schedules' one tick is years away."""
+    fenced = install_punctual(trial.cluster, trial.settings.source, fencing=trial.settings.fencing)
+    trial.result["fencing"] = fenced
+    if fenced and not await raise_fence(trial.api, NAMESPACE, FENCE, RAW_LEADER, RAW_EPOCH):
+        raise RuntimeError("the Fence could not be raised for the raw client")
+    owners = await create_all(
+        trial.api,
+        f"/apis/punctual.dev/v1/namespaces/{NAMESPACE}/cronschedules",
+        _cronschedules(n, "0 0 1 1 *"),
+        64,
+    )
+    tick = datetime(2030, 1, 1, tzinfo=UTC)
+    bodies = []
+    for owner in owners:
+        name = owner["metadata"]["name"]
+        firing = Firing(
+            tick=tick,
+            previous_tick=tick.replace(year=2029),
+            zone=UTC,
+            schedule=name,
+            namespace=NAMESPACE,
+            kind=FiringKind.SCHEDULED,
+            epoch=RAW_EPOCH,
+        )
+        bodies.append(
+            build_job(
+                schedule=owner,
+                job_name=job_name(name, tick),
+                tick=tick,
+                epoch=RAW_EPOCH,
+                leader=RAW_LEADER,
+                installation=f"{NAMESPACE}/{LEASE}",
+                firing=firing,
+            )
+        )
+    return bodies, [o["metadata"]["name"] for o in owners]
+
+
 async def raw(trial: Trial) -> None:
     """The physical limit: one client creating N Jobs as fast as the API server takes them
-    (on the overloaded server, each refused create again after its Retry-After)."""
+    (on the overloaded server, each refused create again after its Retry-After); with
+    `punctual_jobs`, the very Jobs Punctual creates, through the fencing policy."""
     n = trial.n
-    bodies = _raw_jobs(n)
+    if trial.scenario.punctual_jobs:
+        bodies, names = await _punctual_jobs(trial, n)
+    else:
+        bodies, names = _raw_jobs(n), [f"raw-{i:05d}" for i in range(n)]
     credentials = load_kubeconfig(trial.cluster.subject_kubeconfig)
     before = snapshot(trial.component_pids())
     async with KubeClient(credentials, user_agent=RAW_AGENT, timeout=120) as client:
@@ -98,7 +152,7 @@ async def raw(trial: Trial) -> None:
     firings = measure.firings(
         trial.tail.requests,
         namespace=NAMESPACE,
-        expected_ticks={f"raw-{i:05d}": t0 for i in range(n)},
+        expected_ticks={name: t0 for name in names},
         tick_of=lambda _suffix: t0,
         agent=lambda a: a == RAW_AGENT,
     )

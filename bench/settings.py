@@ -30,6 +30,7 @@ BIN_DIR = REPO / ".cluster" / "bin"  # the pinned binaries of `make binaries`
 PORT_BASE = int(os.environ.get("BENCH_PORT_BASE", "18443"))
 NAMESPACE = "bench"
 LEASE = "punctual-leader"
+FENCE = "punctual-fence"  # beside the Lease: the fencing policy's parameter
 HARNESS_AGENT = "punctual-bench"  # the harness's own requests (set-up, lists)
 RAW_AGENT = "punctual-bench-raw"  # the raw-limit client's creates
 # The user of the controller under test and the raw client on the overloaded API server:
@@ -118,12 +119,16 @@ class Scenario:
     shards: int = 1  # punctual run --shards
     kill: bool = False  # kill -9 one replica 20 s into the spread
     overload: bool = False  # on an API server that refuses part of a herd (cluster.OVERLOAD)
+    # The raw client creates the very Jobs Punctual would (its labels, annotations,
+    # finalizer, owner and stamped pod template), through the fencing policy: what the API
+    # server spends on Punctual's Jobs, apart from the operator.
+    punctual_jobs: bool = False
 
     @property
     def id(self) -> str:
         profile = "overload" if self.overload else self.profile.name
         if self.kind in ("raw", "failover"):
-            return f"{self.kind}-{profile}"
+            return f"{self.kind}-{profile}" + ("-punctual-jobs" if self.punctual_jobs else "")
         base = f"{self.kind}-{self.shape}-{profile}"
         if self.shards > 1:
             base += f"-r{self.replicas}s{self.shards}"
@@ -160,6 +165,7 @@ OPTIONAL = [
     Scenario("punctual", "spread", PROFILES["defaults"], replicas=2, shards=16, kill=True),
     Scenario("cronjob", "spread", PROFILES["defaults"]),
     Scenario("raw", "burst", PROFILES["defaults"]),
+    Scenario("raw", "burst", PROFILES["same"], punctual_jobs=True),
     # Scale-out: the herd on an API server that refuses part of it (429), Punctual at its
     # defaults and the raw client, as SUBJECT_USER: 429s, retries, rate while refused.
     Scenario("punctual", "herd", PROFILES["defaults"], overload=True),
