@@ -16,7 +16,11 @@ The pool is small on purpose: aiohttp hands out its idle connections oldest firs
 under a steady load none idles out, and a burst's connections (with their TLS buffers,
 about 270 KB each) stayed for as long as the load did: the hour's soak saw a leader hold
 100 connections, 110 descriptors and 20 MiB more after one API server restart
-(bench/results-soak/at-1a0a54e.md). A herd sends little faster with more: see the constant.
+(bench/results-soak/at-1a0a54e.md). A request that finds the pool's every connection
+taken goes to the overflow, a second pool of at most `overflow` (OVERFLOW_CONNECTIONS)
+whose connections close OVERFLOW_IDLE seconds after their last use: a steady load never
+fills the first pool, so it never reaches the overflow, and a herd's extra connections
+are gone seconds after the herd (see the constants for what they buy).
 
 What it must never do: decide. Callers get typed errors (`Conflict`, `AlreadyExists`,
 `NotFound`, `Invalid`, `Unavailable`) and decide what they mean; the only retry here is
@@ -138,10 +142,14 @@ class Api(Protocol):
         ...
 
 
-# Requests in flight at once (the rest wait for a connection). A herd of 1 000 creates took
-# 2.76 s with 32 against 2.50-2.89 s with 100 (the operator's own work paces it, not the
-# server: bench/results-herd/), the plain client 1.47 s against 1.33 s.
+# Requests in flight at once on the pool that stays, and beyond it on the overflow (the
+# rest wait for a connection). A herd of 1 000 creates, the operator alone on its pool
+# (bench/results-herd/connections/): 32 connections 2.49-2.63 s, 64 2.11 s, 96
+# 1.66-2.10 s, 128 2.26 s: with 32, the operator's loop keeps 15 creates in the API server
+# at once; with 96, 36-52 (each waits longer there, but more are answered a second).
 REQUEST_CONNECTIONS = 32
+OVERFLOW_CONNECTIONS = 64
+OVERFLOW_IDLE = 5.0  # seconds: aiohttp's keepalive_timeout for the overflow's connections
 
 
 class KubeClient:
@@ -156,13 +164,19 @@ class KubeClient:
         server_clock: ServerClock | None = None,
         observer: Callable[[str, int], None] | None = None,
         connections: int = REQUEST_CONNECTIONS,
+        overflow: int = OVERFLOW_CONNECTIONS,
+        overflow_idle: float = OVERFLOW_IDLE,
     ):
         self.credentials = credentials
         self._connections = connections
+        self._overflow_limit = overflow
+        self._overflow_idle = overflow_idle
+        self._pooled = 0  # requests in flight on the pool that stays
         self._timeout = aiohttp.ClientTimeout(total=timeout)
         self._user_agent = user_agent
         self._session: aiohttp.ClientSession | None = None
         self._watches: aiohttp.ClientSession | None = None  # a connection per watch
+        self._overflow: aiohttp.ClientSession | None = None  # when the pool is all taken
         # Every response's Date header refines the estimate of the API server's clock.
         self.server_clock = server_clock or ServerClock()
         self._observer = observer  # (verb, status code or 0) of every request, for metrics
@@ -170,11 +184,16 @@ class KubeClient:
     async def __aenter__(self) -> Self:
         self._session = self._new_session(self._connections)
         self._watches = self._new_session(0)  # 0: no limit
+        if self._overflow_limit > 0:
+            self._overflow = self._new_session(self._overflow_limit, keepalive=self._overflow_idle)
         return self
 
-    def _new_session(self, limit: int) -> aiohttp.ClientSession:
+    def _new_session(self, limit: int, *, keepalive: float = 15.0) -> aiohttp.ClientSession:
+        connector = aiohttp.TCPConnector(
+            ssl=self.credentials.ssl_context(), limit=limit, keepalive_timeout=keepalive
+        )
         return aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(ssl=self.credentials.ssl_context(), limit=limit),
+            connector=connector,
             timeout=self._timeout,
             headers={"User-Agent": self._user_agent, "Accept": "application/json"},
             proxy=self.credentials.proxy,
@@ -184,10 +203,10 @@ class KubeClient:
         await self.close()
 
     async def close(self) -> None:
-        for session in (self._session, self._watches):
+        for session in (self._session, self._watches, self._overflow):
             if session is not None:
                 await session.close()
-        self._session = self._watches = None
+        self._session = self._watches = self._overflow = None
 
     async def request(
         self,
@@ -234,9 +253,14 @@ class KubeClient:
         headers = {"Content-Type": content_type}
         if auth.token:
             headers["Authorization"] = f"Bearer {auth.token}"
+        session, pooled = self._session, True
+        if self._overflow is not None and self._pooled >= self._connections:
+            session, pooled = self._overflow, False
+        if pooled:
+            self._pooled += 1
         sent = self.server_clock.local_now()
         try:
-            async with self._session.request(
+            async with session.request(
                 method,
                 self.credentials.server + path,
                 data=data,
@@ -261,6 +285,9 @@ class KubeClient:
             if self._observer is not None:
                 self._observer(method, 0)
             raise Unavailable(0, "Unreachable", f"{method} {path}: {exc!r}") from exc
+        finally:
+            if pooled:
+                self._pooled -= 1
 
     async def get(self, path: str, **params: str) -> Body:
         return await self.request("GET", path, params=params or None)
