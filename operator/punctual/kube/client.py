@@ -169,8 +169,7 @@ class KubeClient:
     ):
         self.credentials = credentials
         self._connections = connections
-        self._overflow_limit = overflow
-        self._overflow_idle = overflow_idle
+        self._overflow_shape = (overflow, overflow_idle)  # its connections, their idle time
         self._pooled = 0  # requests in flight on the pool that stays
         self._timeout = aiohttp.ClientTimeout(total=timeout)
         self._user_agent = user_agent
@@ -184,8 +183,9 @@ class KubeClient:
     async def __aenter__(self) -> Self:
         self._session = self._new_session(self._connections)
         self._watches = self._new_session(0)  # 0: no limit
-        if self._overflow_limit > 0:
-            self._overflow = self._new_session(self._overflow_limit, keepalive=self._overflow_idle)
+        overflow, idle = self._overflow_shape
+        if overflow > 0:
+            self._overflow = self._new_session(overflow, keepalive=idle)
         return self
 
     def _new_session(self, limit: int, *, keepalive: float = 15.0) -> aiohttp.ClientSession:
@@ -249,15 +249,13 @@ class KubeClient:
         content_type: str,
         auth: Auth,
     ) -> tuple[int, Body, float | None]:
-        assert self._session is not None
         headers = {"Content-Type": content_type}
         if auth.token:
             headers["Authorization"] = f"Bearer {auth.token}"
-        session, pooled = self._session, True
-        if self._overflow is not None and self._pooled >= self._connections:
-            session, pooled = self._overflow, False
-        if pooled:
-            self._pooled += 1
+        pooled = self._overflow is None or self._pooled < self._connections
+        session = self._session if pooled else self._overflow
+        assert session is not None  # request() checked the pool; the overflow is there
+        self._pooled += pooled
         sent = self.server_clock.local_now()
         try:
             async with session.request(
@@ -286,8 +284,7 @@ class KubeClient:
                 self._observer(method, 0)
             raise Unavailable(0, "Unreachable", f"{method} {path}: {exc!r}") from exc
         finally:
-            if pooled:
-                self._pooled -= 1
+            self._pooled -= pooled
 
     async def get(self, path: str, **params: str) -> Body:
         return await self.request("GET", path, params=params or None)
