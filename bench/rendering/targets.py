@@ -49,13 +49,18 @@ def _operator_seconds(r: Result, window: str) -> float:
     return float(sum(v for k, v in seconds.items() if k.startswith("operator ") and v is not None))
 
 
-def _held(r: Result) -> str:
-    """The creates the API server held at once, on average (audit answer times summed over
-    the time to create all: Little's law)."""
+def held_at_once(r: Result) -> float | None:
+    """The creates the API server held at once, on average: their audit answer times summed
+    over the time to create all (Little's law; the client keeps the rest in hand)."""
     answered = (r.get("firings") or {}).get("answered_in") or {}
     if not answered.get("count") or not r.get("makespan"):
-        return "n/a"
-    return f"{answered['mean'] * answered['count'] / r['makespan']:.0f}"
+        return None
+    return float(answered["mean"] * answered["count"] / r["makespan"])
+
+
+def _held(r: Result) -> str:
+    held = held_at_once(r)
+    return "n/a" if held is None else f"{held:.0f}"
 
 
 def _answered(r: Result) -> str:

@@ -290,9 +290,7 @@ def _rate_rows(results: list[Result], n: int) -> list[str]:
             if answered.get("count")
             else "-"
         )
-        # Little's law: the creates' summed time in the API server over the time to create
-        # all is how many it held at once on average (the client keeps the rest in hand).
-        held = answered["mean"] * answered["count"] / span if answered.get("count") else None
+        held = targets.held_at_once(r)
         lines.append(
             f"| {LABELS.get(r['scenario'], r['scenario'])} | {rate:.0f} "
             f"| {fmt_num(writes / span if writes else None, 0)} | {server} "
