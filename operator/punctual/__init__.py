@@ -4,6 +4,8 @@ The rooms, outermost first (each imports only the ones after it; `make lint`
 checks it with import-linter):
 
 - `cli`: the `punctual` command: `next`, `explain`, and the cluster commands.
+- `ui`: `punctual ui`'s local web page (timeline, a schedule's story, actions), which
+  acts through the commands `cli` hands it.
 - `runtime`: the `punctual run` process: wiring, lifecycle, the scheduler loop.
 - `kube`: the only package that talks to the API server: client, the Lease loop,
   the applier of the claim protocol, watching, Events, rate limiting.

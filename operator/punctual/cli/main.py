@@ -8,7 +8,8 @@ NAME -n NS`), and run, trigger and inspect schedules from the same tool.
 Each subcommand is a `Command`: a function that adds its parser to the subparsers
 and points it at a handler. `next` and `explain` live here; `run` in `cli.running`;
 `trigger`, `history`, `resume` and `backfill` in `cli.cluster` (both import the heavy
-parts only when they run); `describe` here, its screen drawn by `cli.describing`.
+parts only when they run); `describe` here, its screen drawn by `cli.describing`;
+`ui` here, serving `punctual.ui`'s page and handing it `main` as the way to act.
 
 What it must never do: read the clock other than through the injected `Clock`,
 or print a traceback for bad input. A bad schedule or zone exits with status 2
@@ -156,6 +157,65 @@ def add_describe_command(subparsers: Subparsers) -> None:
     parser.set_defaults(handler=_run_describe)
 
 
+def add_ui_command(subparsers: Subparsers) -> None:
+    parser = subparsers.add_parser(
+        "ui",
+        help="a local web page of the schedules: timeline, history, actions",
+        description="Serve a web page on 127.0.0.1 showing the CronSchedules you can read: "
+        "the fleet's upcoming ticks on a timeline with firings per minute, each schedule's "
+        'firings, conditions, Events and Jobs, and "why didn\'t it run at T?"; with '
+        "buttons for trigger, suspend, resume and backfill that run the same code as the "
+        "commands of those names, with your kubeconfig. The URL carries a token for this "
+        "run only; requests without it are refused.",
+    )
+    parser.add_argument(
+        "--namespace",
+        "-n",
+        action="append",
+        default=[],
+        help="show this namespace (repeatable; default: every namespace you can list, "
+        "else the kubeconfig's)",
+    )
+    parser.add_argument("--kubeconfig", default=None, help="default: $KUBECONFIG")
+    parser.add_argument(
+        "--port", type=int, default=0, help="listen on this port of 127.0.0.1 (default: a free one)"
+    )
+    parser.add_argument("--no-browser", action="store_true", help="print the URL only")
+    parser.set_defaults(handler=_run_ui)
+
+
+def _run_ui(arguments: argparse.Namespace, context: Context) -> int:
+    import asyncio
+    import io
+
+    from punctual.ui.serving import Settings, serve
+
+    def run(argv: list[str]) -> tuple[int, str, str]:
+        """One `punctual` command, its output captured: what the page's actions run."""
+        out, err = io.StringIO(), io.StringIO()
+        status = main(argv, context=Context(clock=context.clock, stdout=out, stderr=err))
+        return status, out.getvalue(), err.getvalue()
+
+    if not 0 <= arguments.port <= 65535:
+        raise CliError(f"--port must be between 0 and 65535, not {arguments.port}")
+    settings = Settings(namespaces=arguments.namespace, kubeconfig=arguments.kubeconfig)
+
+    def say(line: str) -> None:
+        print(line, file=context.stdout, flush=True)
+
+    try:
+        asyncio.run(
+            serve(run, context.clock, settings, port=arguments.port,
+                  browser=not arguments.no_browser, say=say)
+        )  # fmt: skip
+    except KeyboardInterrupt:
+        return EXIT_OK
+    except (OSError, KeyError, ValueError) as error:
+        print(f"punctual: cannot serve the page: {error}", file=context.stderr)
+        return EXIT_FAILED
+    return EXIT_OK
+
+
 COMMANDS: list[Command] = [
     add_next_command,
     add_explain_command,
@@ -166,6 +226,7 @@ COMMANDS: list[Command] = [
     add_describe_command,
     add_history_command,
     add_migrate_command,
+    add_ui_command,
 ]
 
 

@@ -1,0 +1,131 @@
+"""A schedule's page, and the story of one instant: "why didn't it run at T?".
+
+Why it exists: the page of one schedule puts together what a person otherwise reads in
+four places (the spec, status.recentFirings, conditions, Events and the Jobs); and it
+answers, for any instant a user names, what Punctual recorded about it: not a tick (and
+the ticks around it), decided with this outcome and reason, not yet decided (after the
+cursor), before the schedule existed, or older than the bounded history keeps.
+
+What it must never do: guess. Every answer quotes status, Events or the tick engine; when
+they say nothing about T, the answer says that they say nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from punctual.core.schedules import ScheduleError
+from punctual.core.times import format_time, maybe_time
+from punctual.ui.timelines import source_of
+
+Body = dict[str, Any]
+
+
+def job_state(job: Mapping[str, Any]) -> str:
+    """A Job's state from its conditions: Complete, Failed, Suspended, or Running."""
+    status = job.get("status") or {}
+    for condition in status.get("conditions") or []:
+        if condition.get("status") == "True" and condition.get("type") in (
+            "Complete",
+            "Failed",
+            "Suspended",
+        ):
+            return str(condition["type"])
+    if (job.get("metadata") or {}).get("deletionTimestamp"):
+        return "Deleting"
+    return "Running" if status.get("active") else "Pending"
+
+
+def job_rows(jobs: Sequence[Mapping[str, Any]], namespace: str) -> list[Body]:
+    """The schedule's Jobs, newest first, with the command that shows their logs."""
+    rows = []
+    for job in jobs:
+        meta = job.get("metadata") or {}
+        name = str(meta.get("name", ""))
+        rows.append(
+            {
+                "name": name,
+                "created": meta.get("creationTimestamp"),
+                "state": job_state(job),
+                "logs": f"kubectl logs job/{name} -n {namespace}",
+            }
+        )
+    rows.sort(key=lambda r: str(r["created"] or ""), reverse=True)
+    return rows
+
+
+def event_rows(events: Sequence[Mapping[str, Any]]) -> list[Body]:
+    """Events about the schedule, newest first: when, type, reason, message."""
+    rows = [
+        {
+            "at": e.get("lastTimestamp") or e.get("eventTime") or e.get("firstTimestamp"),
+            "type": e.get("type"),
+            "reason": e.get("reason"),
+            "message": e.get("message"),
+            "count": e.get("count") or 1,
+        }
+        for e in events
+    ]
+    rows.sort(key=lambda r: str(r["at"] or ""), reverse=True)
+    return rows
+
+
+def why(
+    body: Mapping[str, Any], events: Sequence[Mapping[str, Any]], instant: datetime
+) -> list[str]:
+    """What status, Events and the tick engine say about `instant`, one sentence each."""
+    meta = body.get("metadata") or {}
+    status = body.get("status") or {}
+    at = format_time(instant)
+    try:
+        source = source_of(body)
+    except (ScheduleError, ValueError) as error:
+        return [f"The schedule cannot be read, so it has no ticks: {error}"]
+    before = source.prev_tick(instant)
+    if before != instant:
+        after = source.next_tick(instant)
+        around = ", ".join(
+            f"{word} {format_time(t)}"
+            for word, t in (("the tick before is", before), ("the tick after is", after))
+            if t is not None
+        )
+        return [f"{at} is not a tick of this schedule; {around or 'it has no ticks'}."]
+    lines: list[str] = []
+    for firing in status.get("recentFirings") or []:
+        if maybe_time(firing.get("tick")) != instant:
+            continue
+        text = f"{at} was decided: {firing.get('outcome')}"
+        if firing.get("reason"):
+            text += f" ({firing['reason']})"
+        if firing.get("job"):
+            text += f", Job {firing['job']}"
+        if firing.get("attempt"):
+            text += f", attempt {firing['attempt']}"
+        if firing.get("dead"):
+            text += ", its last attempt (dead)"
+        if firing.get("triggeredBy"):
+            text += f", triggered by {firing['triggeredBy']}"
+        lines.append(text + ".")
+    for event in events:
+        if at in str(event.get("message") or ""):
+            lines.append(f"Event {event.get('reason')}: {event.get('message')}")
+    if lines:
+        return lines
+    created = maybe_time(meta.get("creationTimestamp"))
+    cursor = maybe_time(status.get("lastScheduledTime"))
+    if created is not None and instant < created:
+        return [f"{at} is a tick, but before the schedule was created ({format_time(created)})."]
+    if cursor is None or instant > cursor:
+        return [
+            f"{at} is a tick not yet decided: the cursor (status.lastScheduledTime) is "
+            f"{format_time(cursor) if cursor else 'unset'}."
+        ]
+    firings = status.get("recentFirings") or []
+    oldest = firings[-1].get("tick") if firings else None
+    return [
+        f"{at} is a tick at or before the cursor ({format_time(cursor)}), and neither "
+        f"status.recentFirings (oldest {oldest or 'none'}) nor the Events mention it: it "
+        "was decided, and its record has aged out of the bounded history."
+    ]

@@ -1,0 +1,248 @@
+"""The fleet timeline, aggregated: per schedule a row of tick counts, for the fleet a strip
+of firings per minute.
+
+Why it exists: a browser cannot take every tick of 10 000 schedules over a week, nor
+compute them (the tick engine is Python, in `punctual.core`). The server walks each
+schedule's ticks with Punctual's own engine (`core.planning.tick_source`, the same
+ticks `punctual next` prints and the operator fires), and sends only counts: one short
+string per schedule (a character per column, `0`-`9` then `a`-`z`, capped at 35) and one
+list of per-minute totals for the fleet, where a herd is a spike.
+
+What it must never do: read the clock or the API (the caller hands it `now` and the
+bodies), or walk an unbounded number of ticks: past `WALK_LIMIT` ticks a schedule's
+remaining minutes are counted (`count_ticks`), not walked.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Final
+
+from pydantic import ValidationError
+
+from punctual.core.models import CronScheduleSpec
+from punctual.core.planning import tick_source
+from punctual.core.schedules import ScheduleError, TickSource, uses_hash
+from punctual.core.times import format_time
+
+MIN_SPAN: Final = 3600  # seconds: an hour
+MAX_SPAN: Final = 7 * 86400  # a week
+MAX_COLUMNS: Final = 240  # a row's columns: a minute each up to 4 hours, wider after
+WALK_LIMIT: Final = 2000  # ticks walked per schedule before the rest is counted
+DIGITS: Final = "0123456789abcdefghijklmnopqrstuvwxyz"
+# The spec fields that decide ticks; the rest (jobTemplate, policies) do not.
+_TICK_FIELDS: Final = (
+    "schedule",
+    "schedules",
+    "timeZone",
+    "runAt",
+    "exclude",
+    "startTime",
+    "endTime",
+)
+
+
+@dataclass(frozen=True)
+class Window:
+    """The span shown: (start, start + span], cut into `columns` equal columns."""
+
+    start: datetime  # a whole minute
+    span: int  # seconds, MIN_SPAN..MAX_SPAN, a whole number of minutes
+    columns: int
+
+    @classmethod
+    def of(cls, now: datetime, span: int) -> Window:
+        """From the minute `now` is in, `span` seconds clamped to an hour..a week."""
+        span = max(MIN_SPAN, min(MAX_SPAN, span)) // 60 * 60
+        minutes = span // 60
+        columns = minutes if minutes <= MAX_COLUMNS else MAX_COLUMNS
+        return cls(now.replace(second=0, microsecond=0), span, columns)
+
+    @property
+    def end(self) -> datetime:
+        return self.start + timedelta(seconds=self.span)
+
+    @property
+    def minutes(self) -> int:
+        return self.span // 60
+
+    def column_of(self, instant: datetime) -> int:
+        """The column of an instant in (start, end]: a tick at exactly a column's end
+        belongs to it, as (after, until] intervals do."""
+        offset = (instant - self.start).total_seconds()
+        return min(self.columns - 1, max(0, int((offset - 1e-6) * self.columns // self.span)))
+
+
+@dataclass(frozen=True)
+class Ticks:
+    """One schedule's ticks in a window: its row, its per-minute counts (sparse), its
+    first tick and how many in all."""
+
+    row: str
+    minutes: dict[int, int]
+    first: datetime | None
+    total: int
+    problem: str | None = None
+
+
+def row_text(counts: list[int]) -> str:
+    """Counts as one character each: 0-9, then a-z (10-35); 35 means 35 or more."""
+    return "".join(DIGITS[min(count, len(DIGITS) - 1)] for count in counts)
+
+
+def source_of(body: Mapping[str, Any]) -> TickSource:
+    """The ticks of a CronSchedule body; ScheduleError or ValueError if it has none."""
+    spec = CronScheduleSpec.model_validate(body.get("spec") or {})
+    return tick_source(spec, uid=str((body.get("metadata") or {}).get("uid") or ""))
+
+
+def cache_key(body: Mapping[str, Any]) -> str:
+    """What a schedule's ticks depend on: the tick fields of its spec, and its uid only
+    when an H field or an every/offset entry could make it matter."""
+    spec = body.get("spec") or {}
+    fields = {key: spec.get(key) for key in _TICK_FIELDS if spec.get(key) is not None}
+    text = json.dumps(fields, sort_keys=True, default=str)
+    expression = str(spec.get("schedule") or "")
+    hashed = "schedules" in fields or (expression and uses_hash(expression)) or "H" in text
+    uid = str((body.get("metadata") or {}).get("uid") or "") if hashed else ""
+    return f"{text}|{uid}"
+
+
+def ticks_in(source: TickSource, window: Window) -> Ticks:
+    """Walk the ticks in the window (at most WALK_LIMIT; the rest is counted by minute)."""
+    counts = [0] * window.columns
+    minutes: dict[int, int] = {}
+    first: datetime | None = None
+    total = 0
+    cursor, end = window.start, window.end
+    while total < WALK_LIMIT:
+        tick = source.next_tick(cursor)
+        if tick is None or tick > end:
+            cursor = end
+            break
+        first = first or tick
+        total += 1
+        counts[window.column_of(tick)] += 1
+        minute = min(window.minutes - 1, int((tick - window.start).total_seconds() - 1e-6) // 60)
+        minutes[minute] = minutes.get(minute, 0) + 1
+        cursor = tick
+    if cursor < end:  # a dense schedule: count the rest a minute at a time
+        minute = int((cursor - window.start).total_seconds()) // 60
+        low = cursor
+        for index in range(minute, window.minutes):
+            high = window.start + timedelta(minutes=index + 1)
+            found = source.count_ticks(low, high)
+            if found:
+                minutes[index] = minutes.get(index, 0) + found
+                counts[window.column_of(high)] += found
+                total += found
+            low = high
+    return Ticks(row_text(counts), minutes, first, total)
+
+
+def state_of(body: Mapping[str, Any], now: datetime) -> str:
+    """One word for a row: Suspended, Paused, Finished, Invalid, or Active."""
+    spec = body.get("spec") or {}
+    status = body.get("status") or {}
+    true = {
+        str(c.get("type"))
+        for c in status.get("conditions") or []
+        if isinstance(c, Mapping) and c.get("status") == "True"
+    }
+    until = spec.get("suspendUntil")
+    if spec.get("suspend") or "Suspended" in true or (until and str(until) > format_time(now)):
+        return "Suspended"
+    for word, condition in (("Paused", "Paused"), ("Finished", "Finished")):
+        if condition in true:
+            return word
+    if "InvalidSpec" in true:
+        return "Invalid"
+    return "Active"
+
+
+class Timeline:
+    """Rows of the fleet for one window, reusing the ticks of schedules whose tick
+    fields are the same (`cache_key`) within a window: 10 000 copies of one expression
+    cost one walk. A new window (the next minute, another span) starts afresh."""
+
+    def __init__(self) -> None:
+        self._window: Window | None = None
+        self._ticks: dict[str, Ticks] = {}
+
+    def ticks(self, body: Mapping[str, Any], window: Window) -> Ticks:
+        if window != self._window:
+            self._window, self._ticks = window, {}
+        key = cache_key(body)
+        found = self._ticks.get(key)
+        if found is None:
+            try:
+                found = ticks_in(source_of(body), window)
+            except (ScheduleError, ValidationError, ValueError) as error:
+                found = Ticks("0" * window.columns, {}, None, 0, problem=str(error)[:200])
+            self._ticks[key] = found
+        return found
+
+    def fleet(self, bodies: Iterable[Mapping[str, Any]], window: Window, now: datetime) -> Body:
+        """The JSON the page draws: the window, one row per schedule, the per-minute strip
+        (of the rows given: the filtered fleet)."""
+        strip = [0] * window.minutes
+        rows = []
+        for body in bodies:
+            meta = body.get("metadata") or {}
+            state = state_of(body, now)
+            ticks = self.ticks(body, window)
+            if state not in ("Suspended", "Paused", "Finished"):
+                for minute, count in ticks.minutes.items():
+                    strip[minute] += count
+            spec = body.get("spec") or {}
+            rows.append(
+                {
+                    "namespace": meta.get("namespace", ""),
+                    "name": meta.get("name", ""),
+                    "state": state,
+                    "schedule": _what(spec),
+                    "timeZone": spec.get("timeZone") or "UTC",
+                    "row": ticks.row,
+                    "ticks": ticks.total,
+                    "first": format_time(ticks.first) if ticks.first else None,
+                    "problem": ticks.problem,
+                }
+            )
+        rows.sort(key=lambda r: (r["namespace"], r["name"]))
+        return {
+            "now": format_time(now),
+            "start": format_time(window.start),
+            "span": window.span,
+            "columns": window.columns,
+            "strip": strip,
+            "rows": rows,
+        }
+
+
+Body = dict[str, Any]
+
+
+def _what(spec: Mapping[str, Any]) -> str:
+    if spec.get("schedule"):
+        return str(spec["schedule"])
+    if spec.get("runAt"):
+        return f"runAt {spec['runAt']}"
+    entries = spec.get("schedules") or []
+    return "; ".join(str(e.get("cron") or f"every {e.get('every')}") for e in entries) or "-"
+
+
+def upcoming(body: Mapping[str, Any], now: datetime, count: int) -> list[datetime]:
+    """The next `count` ticks after now (fewer when the schedule ends)."""
+    source = source_of(body)
+    found: list[datetime] = []
+    cursor = now
+    while len(found) < count:
+        tick = source.next_tick(cursor)
+        if tick is None:
+            break
+        found.append(tick)
+        cursor = tick
+    return found
