@@ -235,7 +235,7 @@ class Server:
             ),
         )
         try:
-            ticks = [format_time(t) for t in upcoming(body, now, 20)]
+            ticks = [format_time(t) for t in upcoming(body, now, 10)]
             problem = None
         except ValueError as error:
             ticks, problem = [], str(error)

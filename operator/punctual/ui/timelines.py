@@ -16,7 +16,7 @@ remaining minutes are counted (`count_ticks`), not walked.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Final
@@ -25,13 +25,14 @@ from pydantic import ValidationError
 
 from punctual.core.models import CronScheduleSpec
 from punctual.core.planning import tick_source
-from punctual.core.schedules import ScheduleError, TickSource, uses_hash
+from punctual.core.schedules import CronTicks, ScheduleError, TickSource, uses_hash
 from punctual.core.times import format_time
 
 MIN_SPAN: Final = 3600  # seconds: an hour
 MAX_SPAN: Final = 7 * 86400  # a week
 MAX_COLUMNS: Final = 240  # a row's columns: a minute each up to 4 hours, wider after
 WALK_LIMIT: Final = 2000  # ticks walked per schedule before the rest is counted
+MAX_SOURCES: Final = 100_000  # sources kept across windows before starting afresh
 DIGITS: Final = "0123456789abcdefghijklmnopqrstuvwxyz"
 # The spec fields that decide ticks; the rest (jobTemplate, policies) do not.
 _TICK_FIELDS: Final = (
@@ -164,25 +165,34 @@ def state_of(body: Mapping[str, Any], now: datetime) -> str:
 
 
 class Timeline:
-    """Rows of the fleet for one window, reusing the ticks of schedules whose tick
-    fields are the same (`cache_key`) within a window: 10 000 copies of one expression
-    cost one walk. A new window (the next minute, another span) starts afresh."""
+    """Rows of the fleet for one window, reusing the ticks of schedules that tick alike:
+    a schedule's source is kept while its tick fields and uid stay (`cache_key`), and
+    plain cron sources are keyed by their expanded fields and zone, so 10 000 copies of
+    one expression, or of `H/10 * * * *` under 10 000 uids (10 expansions), cost a
+    handful of walks. A new window (the next minute, another span) walks again."""
 
     def __init__(self) -> None:
         self._window: Window | None = None
-        self._ticks: dict[str, Ticks] = {}
+        self._ticks: dict[Hashable, Ticks] = {}
+        self._sources: dict[str, tuple[Hashable, TickSource | str]] = {}
 
     def ticks(self, body: Mapping[str, Any], window: Window) -> Ticks:
         if window != self._window:
             self._window, self._ticks = window, {}
         key = cache_key(body)
-        found = self._ticks.get(key)
+        known = self._sources.get(key)
+        if known is None:
+            if len(self._sources) > MAX_SOURCES:
+                self._sources.clear()
+            known = self._sources[key] = _source(body, key)
+        alike, source = known
+        found = self._ticks.get(alike)
         if found is None:
-            try:
-                found = ticks_in(source_of(body), window)
-            except (ScheduleError, ValidationError, ValueError) as error:
-                found = Ticks("0" * window.columns, {}, None, 0, problem=str(error)[:200])
-            self._ticks[key] = found
+            if isinstance(source, str):
+                found = Ticks("0" * window.columns, {}, None, 0, problem=source)
+            else:
+                found = ticks_in(source, window)
+            self._ticks[alike] = found
         return found
 
     def fleet(self, bodies: Iterable[Mapping[str, Any]], window: Window, now: datetime) -> Body:
@@ -232,6 +242,17 @@ def _what(spec: Mapping[str, Any]) -> str:
         return f"runAt {spec['runAt']}"
     entries = spec.get("schedules") or []
     return "; ".join(str(e.get("cron") or f"every {e.get('every')}") for e in entries) or "-"
+
+
+def _source(body: Mapping[str, Any], key: str) -> tuple[Hashable, TickSource | str]:
+    """A schedule's source and what identifies its ticks; or why it has none."""
+    try:
+        source = source_of(body)
+    except (ScheduleError, ValidationError, ValueError) as error:
+        return key, str(error)[:200]
+    if isinstance(source, CronTicks):
+        return (source.fields, source.zone.key), source
+    return key, source
 
 
 def upcoming(body: Mapping[str, Any], now: datetime, count: int) -> list[datetime]:

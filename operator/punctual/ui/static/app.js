@@ -8,7 +8,6 @@ const params = new URLSearchParams(location.search);
 if (params.get("token")) sessionStorage.setItem("punctual-token", params.get("token"));
 const TOKEN = sessionStorage.getItem("punctual-token") || "";
 const $ = (id) => document.getElementById(id);
-const started = performance.now();
 window.punctual = { firstPaint: null, loads: 0 };
 
 async function api(path, body) {
@@ -77,7 +76,7 @@ function drawFleet() {
   drawRows();
   if (window.punctual.firstPaint === null) {
     requestAnimationFrame(() => {
-      window.punctual.firstPaint = performance.now() - started;
+      window.punctual.firstPaint = performance.now(); // ms since the navigation started
       document.body.dataset.painted = "1";
     });
   }
@@ -236,7 +235,7 @@ async function loadSchedule(namespace, name) {
     data.events.map((e) => [e.at || "", e.type || "", e.reason || "", e.message || ""]));
   if (data.eventsProblem) table("s-events", ["cannot list the Events"], [[data.eventsProblem]]);
   $("s-describe").textContent = data.describe;
-  if (window.punctual.schedulePainted === undefined) window.punctual.schedulePainted = performance.now() - started;
+  if (window.punctual.schedulePainted === undefined) window.punctual.schedulePainted = performance.now();
   document.body.dataset.schedule = `${namespace}/${name}`;
 }
 
