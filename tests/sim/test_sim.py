@@ -1,0 +1,238 @@
+"""The simulator in `make unit`: fixed seeds keep every promise; planted bugs are caught.
+
+Why it exists: a simulator that never fails proves nothing. Besides a fixed set of seeds
+that must keep every promise (about a minute in all), this shows each checker firing on a
+bug planted for it (a Job name that varies per pass, a clock ahead of the server's, the
+fence switched off under a paused leader) and pins the bugs the simulator found on the
+code as it is (tests/sim/FINDINGS.md): each is `xfail(strict=True)` behind a constant named
+for its fix, so that the day it is fixed the test XPASSes, fails, and the constant is
+flipped. No checker is switched off for them.
+
+What it must never do: change code under operator/ (a planted bug is a monkeypatch of
+this process, undone after its test), or wait real time.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import itertools
+from typing import Any
+
+import pytest
+
+from punctual.kube.client import Unavailable
+from punctual.runtime import reconciling
+from tests.sim.simulating import JOBS, Options, Result, Simulation, simulate
+from tests.sim.specs import TEMPLATE
+
+# Seeds that keep every promise on today's code, HOURS simulated hours each (chosen from a
+# scan of seeds 1-40: the others hit the known bugs below).
+FIXED_SEEDS = [1, 2, 4, 5, 11]
+HOURS = 1.5
+
+# Flip each to True when its fix lands (the pinned test then passes for good).
+# FINDINGS.md 1: core/backfilling.py `advance` gives a backfill its own room.
+BACKFILL_KEEPS_MAX_CONCURRENT = False
+# FINDINGS.md 2: kube/applying.py creates Replace's next run after its delete failed.
+REPLACE_WAITS_FOR_ITS_DELETE = False
+# FINDINGS.md 3: a retry attempt whose Job was pruned and whose record rolled off runs again.
+RETRY_ATTEMPT_NEVER_REPEATED = False
+
+
+def spec(**fields: Any) -> dict[str, Any]:
+    return {"jobTemplate": copy.deepcopy(TEMPLATE), **fields}
+
+
+def broken(result: Result, promise: str, *, containing: str = "") -> list[str]:
+    return [str(b) for b in result.broken if b.promise == promise and containing in b.detail]
+
+
+@pytest.mark.parametrize("seed", FIXED_SEEDS)
+def test_a_fixed_seed_keeps_every_promise(seed: int) -> None:
+    result = simulate(seed, Options(hours=HOURS))
+    assert result.ok, result.report()
+    assert result.creates > 0 and sum(result.checked.values()) > 0
+
+
+def test_a_seed_replays_exactly() -> None:
+    first = simulate(6, Options(hours=0.5))
+    again = simulate(6, Options(hours=0.5))
+    assert (first.steps, first.creates, first.trace) == (again.steps, again.creates, again.trace)
+    assert first.trace  # something happened
+    other = simulate(7, Options(hours=0.5))
+    assert other.trace != first.trace
+
+
+# -- planted bugs: each checker fires -------------------------------------------------------
+
+
+def test_a_job_name_that_varies_per_pass_is_caught_as_two_objects_for_one_tick(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Planted: each pass names its creates anew (`<name>-<tick>-p<pass>`), so a pass
+    that finishes a claim in flight does not find the Job the last one made."""
+    passes = itertools.count()
+    decide = reconciling.decide  # type: ignore[attr-defined]
+
+    def varying(*args: Any, **kwargs: Any) -> Any:
+        decision = decide(*args, **kwargs)
+        suffix = f"-p{next(passes)}"
+        creates = []
+        for create in decision.creates:
+            body = copy.deepcopy(create.body)
+            body["metadata"]["name"] = create.name + suffix
+            creates.append(dataclasses.replace(create, name=create.name + suffix, body=body))
+        return dataclasses.replace(decision, creates=tuple(creates))
+
+    monkeypatch.setattr(reconciling, "decide", varying)
+    result = simulate(2, Options(hours=0.25))
+    assert broken(result, "one-object-per-tick", containing="has two objects"), result.report()
+
+
+def test_a_create_before_its_tick_is_caught() -> None:
+    """Planted: the replicas' clocks run 2 s ahead of the server's (no calibration)."""
+    result = simulate(2, Options(hours=0.25, clock_skew=2.0))
+    assert broken(result, "never-early", containing="2.000 s before its tick"), result.report()
+
+
+def _stalled_leader(*, fencing: bool) -> Options:
+    """The leader pauses for 40 s with its first Job create held; the standby takes over,
+    fires, and history clean-up deletes what it fired before the old create arrives."""
+    return Options(
+        hours=0.1,
+        schedules=1,
+        faults=False,
+        actions=(),
+        fencing=fencing,
+        specs=[
+            spec(
+                schedule="*/15 * * * * *",
+                successfulJobsHistoryLimit=0,
+                failedJobsHistoryLimit=0,
+            )
+        ],
+        job_weights=(1.0, 0.0, 0.0, 0.0),
+        mean_run=1.0,
+        before_start=lambda sim: sim.api.stall_next("create", JOBS, 40.0),
+    )
+
+
+def test_the_fence_refuses_a_paused_leaders_create() -> None:
+    result = simulate(1, _stalled_leader(fencing=True))
+    assert result.ok, result.report()
+    assert result.refused_by_fence == 1
+
+
+def test_without_the_fence_a_paused_leaders_create_is_caught() -> None:
+    """Planted: the admission policy not bound."""
+    result = simulate(1, _stalled_leader(fencing=False))
+    assert broken(result, "fenced", containing="accepted from r1 stamped r1 epoch 0"), (
+        result.report()
+    )
+
+
+def test_a_checker_switched_off_lets_its_bug_through() -> None:
+    """The planted early create passes when its checker is off: the checkers, not luck,
+    catch it."""
+    result = simulate(2, Options(hours=0.25, clock_skew=2.0, disabled=frozenset({"never-early"})))
+    assert result.ok, result.report()
+
+
+# -- the bugs found on today's code (tests/sim/FINDINGS.md) ----------------------------------
+
+
+def _backfill_under_max_concurrent() -> Options:
+    """Allow with maxConcurrent 2, runs that last, and a backfill of the last hour."""
+    return Options(
+        hours=1.5,
+        schedules=1,
+        faults=False,
+        actions=("backfill",),
+        specs=[spec(schedule="*/5 * * * *", concurrencyPolicy="Allow", maxConcurrent=2)],
+        job_weights=(0.0, 0.0, 0.0, 1.0),
+        mean_run=60.0,
+    )
+
+
+@pytest.mark.xfail(
+    not BACKFILL_KEEPS_MAX_CONCURRENT,
+    strict=True,
+    reason="FINDINGS.md 1: a backfill ignores maxConcurrent",
+)
+def test_a_backfill_keeps_max_concurrent() -> None:
+    result = simulate(3, _backfill_under_max_concurrent())
+    assert not broken(result, "max-concurrent", containing="(backfill)"), result.report()
+    assert result.ok, result.report()
+
+
+@pytest.mark.xfail(
+    not BACKFILL_KEEPS_MAX_CONCURRENT,
+    strict=True,
+    reason="FINDINGS.md 1: a backfill ignores maxConcurrent (random seed 5)",
+)
+def test_seed_5_keeps_max_concurrent_through_its_backfill() -> None:
+    result = simulate(5, Options(hours=2.5))
+    assert not broken(result, "max-concurrent", containing="(backfill)"), result.report()
+
+
+def _replace_whose_delete_fails() -> Options:
+    def first_delete_fails(sim: Simulation) -> None:
+        sim.api.fail("delete", f"{JOBS}/", Unavailable(500, "InternalError", "timeout"))
+
+    return Options(
+        hours=0.2,
+        schedules=1,
+        faults=False,
+        actions=(),
+        specs=[spec(schedule="* * * * *", concurrencyPolicy="Replace")],
+        job_weights=(0.0, 0.0, 0.0, 1.0),
+        before_start=first_delete_fails,
+    )
+
+
+@pytest.mark.xfail(
+    not REPLACE_WAITS_FOR_ITS_DELETE,
+    strict=True,
+    reason="FINDINGS.md 2: Replace creates after its delete failed",
+)
+def test_replace_never_runs_two_when_its_delete_fails() -> None:
+    result = simulate(1, _replace_whose_delete_fails())
+    assert not broken(result, "max-concurrent", containing="(scheduled)"), result.report()
+    assert result.ok, result.report()
+
+
+def _retry_whose_attempt_is_pruned() -> Options:
+    """Every 15 s, one run in fourteen fails, no successful history and three failed
+    kept: a failed tick's second attempt succeeds, its Job is pruned at once, and its
+    recentFirings entry rolls off 20 ticks later, while the failed first attempt's Job is
+    still kept. No fault, no edit, one leader."""
+    return Options(
+        hours=0.5,
+        schedules=1,
+        faults=False,
+        actions=(),
+        specs=[
+            spec(
+                schedule="*/15 * * * * *",
+                retry={"maxAttempts": 3, "delaySeconds": 0},
+                successfulJobsHistoryLimit=0,
+                failedJobsHistoryLimit=3,
+            )
+        ],
+        job_weights=(0.93, 0.07, 0.0, 0.0),
+        mean_run=5.0,
+    )
+
+
+@pytest.mark.xfail(
+    not RETRY_ATTEMPT_NEVER_REPEATED,
+    strict=True,
+    reason="FINDINGS.md 3: a retry attempt whose Job was pruned runs again",
+)
+def test_a_retry_attempt_runs_once() -> None:
+    result = simulate(1, _retry_whose_attempt_is_pruned())
+    assert not broken(result, "one-object-per-tick", containing="created a second time"), (
+        result.report()
+    )
+    assert result.ok, result.report()
