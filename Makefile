@@ -127,8 +127,16 @@ fmt: venv ## Format the code with ruff
 	$(BIN)/ruff check --fix operator tests e2e bench
 
 .PHONY: unit
-unit: venv ## Unit tests of the pure core (no cluster)
-	$(BIN)/pytest tests/unit -q
+unit: venv ## Unit tests of the pure core (no cluster), and the simulator's fixed seeds (tests/sim)
+	$(BIN)/pytest tests/unit tests/sim -q
+
+# The simulator's campaign: each seed runs HOURS simulated hours (tests/sim/__main__.py).
+SEEDS ?= 1-10
+HOURS ?= 24
+
+.PHONY: sim
+sim: venv ## The deterministic simulator on many seeds (SEEDS=1-50 HOURS=24): prints simulated hours/s, steps/s, promises checked; fails on a broken promise
+	$(BIN)/python -m tests.sim SEEDS=$(SEEDS) HOURS=$(HOURS) $(if $(QUIET),QUIET=$(QUIET))
 
 .PHONY: e2e
 e2e: venv binaries image ## End-to-end tests against a real control plane (started if not running), the image included
