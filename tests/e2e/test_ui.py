@@ -29,12 +29,14 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
 
+from punctual.core.times import format_time
 from punctual.kube.client import KubeClient
 
 from .conftest import REPO, Cluster
@@ -270,8 +272,21 @@ async def test_the_page_shows_the_ticks_the_api_holds_and_a_trigger_makes_one_jo
         cron_schedule("held", "*/2 * * * *", suspend=True),
         cron_schedule("yearly", "0 0 1 1 *"),
     ]
+    schedules[0]["metadata"]["labels"]["tier"] = "batch"
     for body in schedules:
         crd.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(body))
+    now = datetime.now(UTC).replace(second=0, microsecond=0)
+    freeze = {
+        "apiVersion": "punctual.dev/v1",
+        "kind": "FreezeWindow",
+        "metadata": {"name": "release"},
+        "spec": {
+            "from": format_time(now + timedelta(minutes=20)),
+            "to": format_time(now + timedelta(minutes=35)),
+            "selector": {"matchLabels": {"tier": "batch"}},
+        },
+    }
+    crd.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(freeze))
     with operators(crd, namespace, tmp_path) as ops:
         ops.start("ui-operator")
         wait_until(
@@ -297,6 +312,7 @@ async def test_the_page_shows_the_ticks_the_api_holds_and_a_trigger_makes_one_jo
             rows = await browser.wait_for(
                 "Array.from(document.querySelectorAll('#rows .row:not([hidden])')).map(r => ("
                 "{name: r.dataset.name, first: r.dataset.first, ticks: +r.dataset.ticks,"
+                " frozen: r.dataset.frozen,"
                 " state: r.querySelector('.badge').textContent}))",
                 what="the rows",
             )
@@ -315,6 +331,9 @@ async def test_the_page_shows_the_ticks_the_api_holds_and_a_trigger_makes_one_jo
                     assert shown[name]["first"] == status["nextScheduleTime"], name
             assert shown["reports"]["ticks"] == 12 and shown["hourly"]["ticks"] == 1
             assert shown["yearly"]["ticks"] == 0
+            # The FreezeWindow is shaded on the row it selects, and only there.
+            assert shown["reports"]["frozen"] == f"FreezeWindow {namespace}/release"
+            assert not any(r["frozen"] for r in rows if r["name"] != "reports")
             await browser.screenshot(DOCS / "ui-timeline.png")
 
             # A schedule's page; the trigger, confirmed, goes through `punctual trigger`.

@@ -21,9 +21,10 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from punctual.cli.main import Context, main
 from punctual.clocks import FixedClock
+from punctual.core.freezing import read_freeze
 from punctual.kube.client import ApiError
 from punctual.ui.serving import Server, Settings, command_line
-from punctual.ui.timelines import Timeline, Window, row_text
+from punctual.ui.timelines import Shared, Timeline, Window, row_text
 from tests.unit.fakeapi import FakeApi
 
 NOW = datetime(2026, 11, 28, 22, 0, 30, tzinfo=UTC)
@@ -402,3 +403,68 @@ def test_the_window_starts_at_the_minute() -> None:
     assert window.start == NOW.replace(second=0) and window.span == 3600
     assert window.column_of(window.start + timedelta(minutes=1)) == 0
     assert window.column_of(window.start + timedelta(minutes=1, seconds=1)) == 1
+
+
+# -- freeze windows and Calendars ------------------------------------------------------------
+
+
+async def test_freeze_windows_are_spans_and_calendar_exclusions_are_marked(api: FakeApi) -> None:
+    api.put(
+        f"{GROUP}/namespaces/ns/freezewindows/release",
+        {"spec": {"from": "2026-11-28T22:10:00Z", "to": "2026-11-28T22:20:00Z",
+                  "selector": {"matchLabels": {"team": "e"}}}},
+    )  # fmt: skip
+    api.put(
+        f"{GROUP}/calendars/nights",
+        {"spec": {"exclude": [{"from": "2026-11-28T22:30:00Z", "to": "2026-11-28T23:30:00Z"}]}},
+    )
+    top = api.objects[f"{GROUP}/namespaces/other/cronschedules/top"]
+    top["spec"]["excludeCalendars"] = ["nights"]
+    api.put(f"{GROUP}/namespaces/other/cronschedules/top", top)
+    server = Server(api, Runs(), FixedClock(NOW), Settings(poll=3600), token=TOKEN)
+    client = await client_of(server)
+    try:
+        fleet = await (await client.get("/api/fleet", headers=AUTH)).json()
+
+        async def why(name: str, namespace: str, at: str) -> list[str]:
+            path = f"/api/schedules/{namespace}/{name}/why?at={at}"
+            return list((await (await client.get(path, headers=AUTH)).json())["answer"])
+
+        frozen = await why("every5", "ns", "2026-11-28T22:15:00Z")
+        excluded = await why("top", "other", "2026-11-28T23:00:00Z")
+    finally:
+        await client.close()
+    assert fleet["freezes"] == [
+        {"title": "FreezeWindow ns/release", "action": "Skip", "spans": [[600, 1200]]}
+    ]
+    rows = {r["name"]: r for r in fleet["rows"]}
+    assert rows["every5"]["frozen"] == [0] and rows["held"]["frozen"] == []
+    assert rows["every5"]["ticks"] == 12  # the row shows every tick, the shading the freeze
+    # The 23:00 tick of top is its Calendar's: gone from the row, marked as excluded.
+    assert rows["top"]["ticks"] == 0 and rows["top"]["excluded"] == "0" * 59 + "1"
+    # The strip: every5's 22:10 and 22:15 are held (22:20 is the window's end, free).
+    assert fleet["strip"][9] == 0 and fleet["strip"][14] == 0 and fleet["strip"][19] == 1
+    assert sum(fleet["strip"]) == 10
+    assert frozen[0] == (
+        "FreezeWindow ns/release holds it (Skip) from 2026-11-28T22:10:00Z until "
+        "2026-11-28T22:20:00Z."
+    )
+    assert excluded == [
+        "2026-11-28T23:00:00Z is a tick of the schedule that its Calendars (nights) exclude."
+    ]
+
+
+def test_a_defer_window_fires_once_at_its_end_on_the_strip() -> None:
+    freeze = read_freeze(
+        {"metadata": {"namespace": "ns", "name": "hold"},
+         "spec": {"from": "2026-11-28T22:10:00Z", "to": "2026-11-28T22:32:00Z",
+                  "action": "Defer"}},
+    )  # fmt: skip
+    assert not isinstance(freeze, str)
+    window = Window.of(NOW, 3600)
+    fleet = Timeline().fleet(
+        [schedule("every5", "*/5 * * * *")], window, NOW, Shared(freezes=[freeze])
+    )
+    # 22:10 ... 22:30 are held (5 ticks), and run once at 22:32, in the minute ending 22:33.
+    assert fleet["strip"][31:33] == [0, 1] and sum(fleet["strip"]) == 12 - 5 + 1
+    assert fleet["freezes"][0]["spans"] == [[600, 1920]]

@@ -33,11 +33,13 @@ from typing import Any, Final
 from aiohttp import web
 
 from punctual.clocks import Clock
+from punctual.core.calendars import read_calendar
+from punctual.core.freezing import read_cluster_freeze, read_freeze
 from punctual.core.keys import LABEL_SCHEDULE_UID
 from punctual.core.times import format_time, parse_time
 from punctual.kube.client import Api, ApiError
 from punctual.ui.stories import event_rows, job_rows, why
-from punctual.ui.timelines import Timeline, Window, state_of, upcoming
+from punctual.ui.timelines import Shared, Timeline, Window, state_of, upcoming
 
 TOKEN_HEADER: Final = "X-Punctual-Token"
 TOKEN_COOKIE: Final = "punctual-ui-token"
@@ -70,6 +72,7 @@ class Fleet:
     listed: datetime | None = None
     problem: str | None = None
     scope: str = ""
+    shared: Shared = field(default_factory=Shared)
 
 
 class Server:
@@ -150,13 +153,57 @@ class Server:
             await asyncio.sleep(self.settings.poll)
 
     async def refresh(self) -> None:
-        """List the schedules again; a failure keeps the last list and says why."""
+        """List the schedules again, and what changes their ticks (Calendars, freeze
+        windows, Namespace labels); a failure keeps the last list and says why."""
         try:
             items, scope = await self._list()
-            self.fleet = Fleet(items, self.clock.now(), None, scope)
+            self.fleet = Fleet(items, self.clock.now(), None, scope, self.fleet.shared)
         except ApiError as error:
-            self.fleet = Fleet(self.fleet.items, self.fleet.listed, str(error), self.fleet.scope)
+            self.fleet = Fleet(
+                self.fleet.items, self.fleet.listed, str(error), self.fleet.scope, self.fleet.shared
+            )
+        self.fleet.shared = await self._shared()
         self._listed.set()
+
+    async def _shared(self) -> Shared:
+        """Calendars, FreezeWindows of the namespaces shown, ClusterFreezeWindows and the
+        Namespaces' labels: each empty when the caller may not read it (or the CRD is not
+        installed), as the page then says nothing of it rather than guess."""
+        namespaces = list(self.settings.namespaces)
+        calendars = await self._maybe_all(f"{GROUP_PATH}/calendars")
+        found = [
+            await self._maybe_all(f"{GROUP_PATH}/namespaces/{namespace}/freezewindows")
+            for namespace in namespaces
+        ] or [await self._maybe_all(f"{GROUP_PATH}/freezewindows")]
+        if not namespaces and found[0] is None:  # not cluster-wide: the home namespace's
+            found = [
+                await self._maybe_all(f"{GROUP_PATH}/namespaces/{self.settings.home}/freezewindows")
+            ]
+        freezes = [body for bodies in found for body in bodies or []]
+        cluster_freezes = await self._maybe_all(f"{GROUP_PATH}/clusterfreezewindows")
+        spaces = await self._maybe_all("/api/v1/namespaces")
+        read = [read_freeze(b) for b in freezes]
+        read_cluster = [read_cluster_freeze(b) for b in cluster_freezes or []]
+        bodies = [*(calendars or []), *freezes, *(cluster_freezes or [])]
+        return Shared(
+            calendars=None
+            if calendars is None
+            else {str(b["metadata"]["name"]): read_calendar(b) for b in calendars},
+            freezes=[f for f in read if not isinstance(f, str)],
+            cluster_freezes=[f for f in read_cluster if not isinstance(f, str)],
+            namespace_labels=None
+            if spaces is None
+            else {str(n["metadata"]["name"]): n["metadata"].get("labels") or {} for n in spaces},
+            version=",".join(
+                f"{b['metadata'].get('uid')}@{b['metadata'].get('resourceVersion')}" for b in bodies
+            ),
+        )
+
+    async def _maybe_all(self, path: str) -> list[Body] | None:
+        try:
+            return await self._all(path)
+        except ApiError:
+            return None
 
     async def _list(self) -> tuple[list[Body], str]:
         if self.settings.namespaces:
@@ -203,7 +250,9 @@ class Server:
         window = Window.of(now, span)
         wanted = _Filter.of(request.query)
         bodies = [b for b in self.fleet.items if wanted.keeps(b, now)]
-        answer = await asyncio.to_thread(self.timeline.fleet, bodies, window, now)
+        answer = await asyncio.to_thread(
+            self.timeline.fleet, bodies, window, now, self.fleet.shared
+        )
         answer |= {
             "scope": self.fleet.scope,
             "listed": format_time(self.fleet.listed) if self.fleet.listed else None,
@@ -235,7 +284,7 @@ class Server:
             ),
         )
         try:
-            ticks = [format_time(t) for t in upcoming(body, now, 10)]
+            ticks = [format_time(t) for t in upcoming(body, now, 10, self.fleet.shared.calendars)]
             problem = None
         except ValueError as error:
             ticks, problem = [], str(error)
@@ -281,7 +330,9 @@ class Server:
         events, _ = await self._maybe_items(
             f"/api/v1/namespaces/{namespace}/events", fieldSelector=f"involvedObject.uid={uid}"
         )
-        return _json({"at": format_time(instant), "answer": why(body, events, instant)})
+        shared = self.fleet.shared
+        answer = why(body, events, instant, shared.calendars, shared.freezes_of(body))
+        return _json({"at": format_time(instant), "answer": answer})
 
     # -- actions -----------------------------------------------------------------------------
 

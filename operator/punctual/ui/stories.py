@@ -3,8 +3,9 @@
 Why it exists: the page of one schedule puts together what a person otherwise reads in
 four places (the spec, status.recentFirings, conditions, Events and the Jobs); and it
 answers, for any instant a user names, what Punctual recorded about it: not a tick (and
-the ticks around it), decided with this outcome and reason, not yet decided (after the
-cursor), before the schedule existed, or older than the bounded history keeps.
+the ticks around it), excluded by its Calendars, held by a freeze window, decided with
+this outcome and reason, not yet decided (after the cursor), before the schedule existed,
+or older than the bounded history keeps.
 
 What it must never do: guess. Every answer quotes status, Events or the tick engine; when
 they say nothing about T, the answer says that they say nothing.
@@ -12,10 +13,13 @@ they say nothing about T, the answer says that they say nothing.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from punctual.core.calendars import Known
+from punctual.core.freezing import Freeze
 from punctual.core.schedules import ScheduleError
 from punctual.core.times import format_time, maybe_time
 from punctual.ui.timelines import source_of
@@ -73,17 +77,32 @@ def event_rows(events: Sequence[Mapping[str, Any]]) -> list[Body]:
 
 
 def why(
-    body: Mapping[str, Any], events: Sequence[Mapping[str, Any]], instant: datetime
+    body: Mapping[str, Any],
+    events: Sequence[Mapping[str, Any]],
+    instant: datetime,
+    calendars: Known | None = None,
+    freezes: Sequence[Freeze] = (),
 ) -> list[str]:
-    """What status, Events and the tick engine say about `instant`, one sentence each."""
+    """What status, Events and the tick engine say about `instant`, one sentence each
+    (with its Calendars' entries left out when they are given, and the freeze windows
+    that select it named when one holds T)."""
     meta = body.get("metadata") or {}
     status = body.get("status") or {}
     at = format_time(instant)
     try:
-        source = source_of(body)
+        source = source_of(body, calendars)
     except (ScheduleError, ValueError) as error:
         return [f"The schedule cannot be read, so it has no ticks: {error}"]
     before = source.prev_tick(instant)
+    if (
+        before != instant
+        and calendars is not None
+        and (body.get("spec") or {}).get("excludeCalendars")
+    ):
+        with contextlib.suppress(ScheduleError, ValueError):
+            if source_of(body).prev_tick(instant) == instant:
+                names = ", ".join(body["spec"]["excludeCalendars"])
+                return [f"{at} is a tick of the schedule that its Calendars ({names}) exclude."]
     if before != instant:
         after = source.next_tick(instant)
         around = ", ".join(
@@ -93,6 +112,13 @@ def why(
         )
         return [f"{at} is not a tick of this schedule; {around or 'it has no ticks'}."]
     lines: list[str] = []
+    for freeze in freezes:
+        window = freeze.window_at(instant)
+        if window is not None:
+            lines.append(
+                f"{freeze.title} holds it ({freeze.action}) from {format_time(window[0])} "
+                f"until {format_time(window[1])}."
+            )
     for firing in status.get("recentFirings") or []:
         if maybe_time(firing.get("tick")) != instant:
             continue

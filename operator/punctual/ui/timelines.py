@@ -6,7 +6,10 @@ compute them (the tick engine is Python, in `punctual.core`). The server walks e
 schedule's ticks with Punctual's own engine (`core.planning.tick_source`, the same
 ticks `punctual next` prints and the operator fires), and sends only counts: one short
 string per schedule (a character per column, `0`-`9` then `a`-`z`, capped at 35) and one
-list of per-minute totals for the fleet, where a herd is a spike.
+list of per-minute totals for the fleet, where a herd is a spike. Calendars are folded
+into a schedule's exclusions as the operator folds them (`core.calendars`), and the
+columns they empty are sent beside the row; FreezeWindows and ClusterFreezeWindows are
+sent as spans, with each row naming those that select it (`core.freezing`).
 
 What it must never do: read the clock or the API (the caller hands it `now` and the
 bodies), or walk an unbounded number of ticks: past `WALK_LIMIT` ticks a schedule's
@@ -17,12 +20,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Hashable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Final
 
 from pydantic import ValidationError
 
+from punctual.core.calendars import Known, with_calendars
+from punctual.core.freezing import Freeze, FreezeAction, Selector, selects
 from punctual.core.models import CronScheduleSpec
 from punctual.core.planning import tick_source
 from punctual.core.schedules import CronTicks, ScheduleError, TickSource, uses_hash
@@ -43,6 +48,7 @@ _TICK_FIELDS: Final = (
     "exclude",
     "startTime",
     "endTime",
+    "excludeCalendars",
 )
 
 
@@ -87,6 +93,7 @@ class Ticks:
     first: datetime | None
     total: int
     problem: str | None = None
+    excluded: str = ""  # per column, the ticks its Calendars take away ("" when none)
 
 
 def row_text(counts: list[int]) -> str:
@@ -94,9 +101,15 @@ def row_text(counts: list[int]) -> str:
     return "".join(DIGITS[min(count, len(DIGITS) - 1)] for count in counts)
 
 
-def source_of(body: Mapping[str, Any]) -> TickSource:
-    """The ticks of a CronSchedule body; ScheduleError or ValueError if it has none."""
+def source_of(body: Mapping[str, Any], calendars: Known | None = None) -> TickSource:
+    """The ticks of a CronSchedule body, less its Calendars' entries when `calendars` are
+    given; ScheduleError or ValueError if it has none (a Calendar missing holds it)."""
     spec = CronScheduleSpec.model_validate(body.get("spec") or {})
+    if calendars is not None:
+        folded = with_calendars(spec, calendars)
+        if isinstance(folded, str):
+            raise ValueError(f"held: {folded}")
+        spec = folded
     return tick_source(spec, uid=str((body.get("metadata") or {}).get("uid") or ""))
 
 
@@ -164,6 +177,63 @@ def state_of(body: Mapping[str, Any], now: datetime) -> str:
     return "Active"
 
 
+@dataclass
+class Shared:
+    """What the cluster holds beside the schedules and changes their ticks: Calendars,
+    FreezeWindows, ClusterFreezeWindows (with their namespaceSelector), and the labels of
+    the Namespaces (None: the caller may not list them). `version` changes with any."""
+
+    calendars: Known | None = None  # None: unreadable, so not folded in
+    freezes: list[Freeze] = field(default_factory=list)
+    cluster_freezes: list[tuple[Freeze, Selector]] = field(default_factory=list)
+    namespace_labels: dict[str, dict[str, str]] | None = None
+    version: str = ""
+
+    def freezes_of(self, body: Mapping[str, Any]) -> list[Freeze]:
+        """The freeze windows that select this schedule; a ClusterFreezeWindow whose
+        namespaceSelector cannot be judged (the Namespaces unreadable) only if it is empty."""
+        meta = body.get("metadata") or {}
+        namespace, labels = str(meta.get("namespace", "")), meta.get("labels") or {}
+        found = [
+            f for f in self.freezes if f.name.split("/", 1)[0] == namespace and f.selects(labels)
+        ]
+        for freeze, chooses in self.cluster_freezes:
+            if self.namespace_labels is None:
+                inside = not chooses.match_labels and not chooses.match_expressions
+            else:
+                inside = selects(chooses, self.namespace_labels.get(namespace, {}))
+            if inside and freeze.selects(labels):
+                found.append(freeze)
+        return found
+
+
+MAX_OCCURRENCES: Final = 1000  # of one recurring freeze window in one span
+
+
+def occurrences(freeze: Freeze, window: Window) -> list[tuple[datetime, datetime]]:
+    """The freeze's windows [start, end) that overlap the span, clipped to it."""
+    spans: list[tuple[datetime, datetime]] = []
+    if freeze.start is not None and freeze.end is not None:
+        spans.append((freeze.start, freeze.end))
+    elif freeze.starts is not None:
+        began = freeze.starts.prev_tick(window.start) or freeze.starts.next_tick(window.start)
+        while began is not None and began < window.end and len(spans) < MAX_OCCURRENCES:
+            spans.append((began, began + freeze.length))
+            began = freeze.starts.next_tick(began)
+    return [
+        (max(start, window.start), min(end, window.end))
+        for start, end in spans
+        if end > window.start and start < window.end
+    ]
+
+
+def _offsets(spans: list[tuple[datetime, datetime]], window: Window) -> list[list[int]]:
+    return [
+        [int((a - window.start).total_seconds()), int((b - window.start).total_seconds())]
+        for a, b in spans
+    ]
+
+
 class Timeline:
     """Rows of the fleet for one window, reusing the ticks of schedules that tick alike:
     a schedule's source is kept while its tick fields and uid stay (`cache_key`), and
@@ -175,16 +245,20 @@ class Timeline:
         self._window: Window | None = None
         self._ticks: dict[Hashable, Ticks] = {}
         self._sources: dict[str, tuple[Hashable, TickSource | str]] = {}
+        self._version = ""
 
-    def ticks(self, body: Mapping[str, Any], window: Window) -> Ticks:
-        if window != self._window:
+    def ticks(self, body: Mapping[str, Any], window: Window, shared: Shared | None = None) -> Ticks:
+        shared = shared or Shared()
+        if window != self._window or shared.version != self._version:
             self._window, self._ticks = window, {}
+        if shared.version != self._version:
+            self._version, self._sources = shared.version, {}
         key = cache_key(body)
         known = self._sources.get(key)
         if known is None:
             if len(self._sources) > MAX_SOURCES:
                 self._sources.clear()
-            known = self._sources[key] = _source(body, key)
+            known = self._sources[key] = _source(body, key, shared.calendars)
         alike, source = known
         found = self._ticks.get(alike)
         if found is None:
@@ -192,21 +266,44 @@ class Timeline:
                 found = Ticks("0" * window.columns, {}, None, 0, problem=source)
             else:
                 found = ticks_in(source, window)
+                if shared.calendars is not None and (body.get("spec") or {}).get(
+                    "excludeCalendars"
+                ):
+                    found = _with_excluded(found, body, window)
             self._ticks[alike] = found
         return found
 
-    def fleet(self, bodies: Iterable[Mapping[str, Any]], window: Window, now: datetime) -> Body:
+    def fleet(
+        self,
+        bodies: Iterable[Mapping[str, Any]],
+        window: Window,
+        now: datetime,
+        shared: Shared | None = None,
+    ) -> Body:
         """The JSON the page draws: the window, one row per schedule, the per-minute strip
-        (of the rows given: the filtered fleet)."""
+        of what would fire (of the rows given: the filtered fleet), and the freeze windows
+        that hold some of them, with their spans in seconds after the start.
+
+        The strip leaves out suspended, paused and finished schedules and the ticks a
+        freeze window holds; a Defer window's held ticks count once, at its end, as the
+        operator runs them (one RunLatest tick)."""
+        shared = shared or Shared()
         strip = [0] * window.minutes
         rows = []
+        held: dict[str, tuple[int, Freeze, list[tuple[datetime, datetime]]]] = {}
         for body in bodies:
             meta = body.get("metadata") or {}
             state = state_of(body, now)
-            ticks = self.ticks(body, window)
+            ticks = self.ticks(body, window, shared)
+            frozen: list[int] = []
+            for freeze in shared.freezes_of(body):
+                if freeze.title not in held:
+                    held[freeze.title] = (len(held), freeze, occurrences(freeze, window))
+                index, _, spans = held[freeze.title]
+                if spans:
+                    frozen.append(index)
             if state not in ("Suspended", "Paused", "Finished"):
-                for minute, count in ticks.minutes.items():
-                    strip[minute] += count
+                _add(strip, ticks, [held[t] for t in held if held[t][0] in frozen], window)
             spec = body.get("spec") or {}
             rows.append(
                 {
@@ -216,12 +313,18 @@ class Timeline:
                     "schedule": _what(spec),
                     "timeZone": spec.get("timeZone") or "UTC",
                     "row": ticks.row,
+                    "excluded": ticks.excluded,
+                    "frozen": frozen,
                     "ticks": ticks.total,
                     "first": format_time(ticks.first) if ticks.first else None,
                     "problem": ticks.problem,
                 }
             )
         rows.sort(key=lambda r: (r["namespace"], r["name"]))
+        freezes = [
+            {"title": f.title, "action": str(f.action), "spans": _offsets(spans, window)}
+            for _, f, spans in sorted(held.values(), key=lambda h: h[0])
+        ]
         return {
             "now": format_time(now),
             "start": format_time(window.start),
@@ -229,7 +332,55 @@ class Timeline:
             "columns": window.columns,
             "strip": strip,
             "rows": rows,
+            "freezes": freezes,
         }
+
+
+def _add(
+    strip: list[int],
+    ticks: Ticks,
+    holding: list[tuple[int, Freeze, list[tuple[datetime, datetime]]]],
+    window: Window,
+) -> None:
+    """Add a row's firings to the strip: a minute's ticks at the minute's end instant,
+    unless a freeze holds it then; a Defer window that held any, once at its end."""
+    if not holding:
+        for minute, count in ticks.minutes.items():
+            strip[minute] += count
+        return
+    deferred: set[datetime] = set()
+    for minute, count in ticks.minutes.items():
+        instant = window.start + timedelta(minutes=minute + 1)
+        covering = [
+            (freeze, end)
+            for _, freeze, spans in holding
+            for start, end in spans
+            if start <= instant < end
+        ]
+        if not covering:
+            strip[minute] += count
+            continue
+        freeze, end = max(covering, key=lambda pair: pair[1])
+        if freeze.action is FreezeAction.DEFER:
+            deferred.add(end)
+    for end in deferred:
+        if end < window.end:
+            strip[min(window.minutes - 1, int((end - window.start).total_seconds()) // 60)] += 1
+
+
+def _with_excluded(ticks: Ticks, body: Mapping[str, Any], window: Window) -> Ticks:
+    """The ticks, with the columns its Calendars empty: its ticks without them, less these."""
+    try:
+        nominal = ticks_in(source_of(body), window)
+    except (ScheduleError, ValidationError, ValueError):
+        return ticks
+    removed = [
+        max(0, DIGITS.index(a) - DIGITS.index(b))
+        for a, b in zip(nominal.row, ticks.row, strict=True)
+    ]
+    return Ticks(
+        ticks.row, ticks.minutes, ticks.first, ticks.total, ticks.problem, row_text(removed)
+    )
 
 
 Body = dict[str, Any]
@@ -244,10 +395,12 @@ def _what(spec: Mapping[str, Any]) -> str:
     return "; ".join(str(e.get("cron") or f"every {e.get('every')}") for e in entries) or "-"
 
 
-def _source(body: Mapping[str, Any], key: str) -> tuple[Hashable, TickSource | str]:
+def _source(
+    body: Mapping[str, Any], key: str, calendars: Known | None
+) -> tuple[Hashable, TickSource | str]:
     """A schedule's source and what identifies its ticks; or why it has none."""
     try:
-        source = source_of(body)
+        source = source_of(body, calendars)
     except (ScheduleError, ValidationError, ValueError) as error:
         return key, str(error)[:200]
     if isinstance(source, CronTicks):
@@ -255,9 +408,11 @@ def _source(body: Mapping[str, Any], key: str) -> tuple[Hashable, TickSource | s
     return key, source
 
 
-def upcoming(body: Mapping[str, Any], now: datetime, count: int) -> list[datetime]:
+def upcoming(
+    body: Mapping[str, Any], now: datetime, count: int, calendars: Known | None = None
+) -> list[datetime]:
     """The next `count` ticks after now (fewer when the schedule ends)."""
-    source = source_of(body)
+    source = source_of(body, calendars)
     found: list[datetime] = []
     cursor = now
     while len(found) < count:

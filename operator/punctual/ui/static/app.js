@@ -100,8 +100,10 @@ function drawStrip() {
     }
     columns.push(most);
   }
+  shadeFreezes(g, fleet.freezes.map((_, i) => i), width, height);
   const peak = Math.max(1, ...strip);
-  $("peak").textContent = `(busiest minute: ${Math.max(0, ...strip)})`;
+  $("peak").textContent = `(busiest minute: ${Math.max(0, ...strip)})` +
+    (fleet.freezes.length ? `; shaded: ${fleet.freezes.map((f) => `${f.title} (${f.action})`).join(", ")}` : "");
   g.fillStyle = "#3b6fd1";
   columns.forEach((count, x) => {
     if (!count) return;
@@ -117,6 +119,18 @@ function drawStrip() {
     const mark = text("span", label);
     mark.style.left = (i / 6) * 100 + "%";
     axis.append(mark);
+  }
+}
+
+// Freeze windows, shaded where they hold: the spans are seconds after the start.
+function shadeFreezes(g, indices, width, height) {
+  for (const index of indices) {
+    const freeze = fleet.freezes[index];
+    g.fillStyle = freeze.action === "Defer" ? "rgba(120, 90, 200, 0.18)" : "rgba(230, 120, 30, 0.2)";
+    for (const [from, to] of freeze.spans) {
+      const x = (from / fleet.span) * width;
+      g.fillRect(x, 0, Math.max(1, ((to - from) / fleet.span) * width), height);
+    }
   }
 }
 
@@ -153,7 +167,9 @@ function drawRows() {
     badge.textContent = row.state;
     badge.className = "badge " + row.state;
     node.querySelector(".expr").textContent = row.schedule;
-    node.title = row.problem || `${row.ticks} ticks in the span; next ${row.first || "none"} (${row.timeZone})`;
+    node.dataset.frozen = row.frozen.map((i) => fleet.freezes[i].title).join(", ");
+    node.title = row.problem || `${row.ticks} ticks in the span; next ${row.first || "none"} (${row.timeZone})` +
+      (row.frozen.length ? `; held by ${node.dataset.frozen}` : "");
     drawLane(node.querySelector("canvas"), row);
   });
 }
@@ -167,6 +183,7 @@ function drawLane(canvas, row) {
   const g = canvas.getContext("2d");
   g.setTransform(devicePixelRatio, 0, 0, devicePixelRatio, 0, 0);
   g.clearRect(0, 0, width, height);
+  shadeFreezes(g, row.frozen, width, height);
   const quiet = row.state !== "Active";
   g.fillStyle = quiet ? "#a3a9b6" : "#3b6fd1";
   const step = width / fleet.columns;
@@ -175,6 +192,10 @@ function drawLane(canvas, row) {
     if (!count) continue;
     const h = Math.min(height, 5 + 3 * Math.log2(count));
     g.fillRect(i * step, height - h, Math.max(1.5, step - 0.5), h);
+  }
+  g.fillStyle = "#c0392b"; // ticks its Calendars take away: a thin mark at the top
+  for (let i = 0; i < row.excluded.length; i++) {
+    if (row.excluded[i] !== "0") g.fillRect(i * step, 0, Math.max(1.5, step - 0.5), 3);
   }
 }
 
