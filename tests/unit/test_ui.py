@@ -468,3 +468,32 @@ def test_a_defer_window_fires_once_at_its_end_on_the_strip() -> None:
     # 22:10 ... 22:30 are held (5 ticks), and run once at 22:32, in the minute ending 22:33.
     assert fleet["strip"][31:33] == [0, 1] and sum(fleet["strip"]) == 12 - 5 + 1
     assert fleet["freezes"][0]["spans"] == [[600, 1920]]
+
+
+async def test_a_workload_schedules_page_lists_its_kinds_objects(api: FakeApi, served: Any) -> None:
+    client, _ = served
+    body = schedule("flows", "0 * * * *")
+    del body["spec"]["jobTemplate"]
+    body["spec"]["workloadTemplate"] = {"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow"}
+    stored = api.put(f"{GROUP}/namespaces/ns/cronschedules/flows", body)
+    uid = stored["metadata"]["uid"]
+    api.answer(
+        "get",
+        "/apis/argoproj.io/v1alpha1",
+        {"resources": [{"name": "workflows/status", "kind": "Workflow"},
+                       {"name": "workflows", "kind": "Workflow"}]},
+    )  # fmt: skip
+    for name, phase in (("flows-a", "Succeeded"), ("flows-b", "Running")):
+        api.put(
+            f"/apis/argoproj.io/v1alpha1/namespaces/ns/workflows/{name}",
+            {"metadata": {"labels": {"punctual.dev/schedule-uid": uid},
+                          "creationTimestamp": f"2026-11-28T21:0{len(phase) % 9}:00Z"},
+             "status": {"phase": phase}},
+        )  # fmt: skip
+    page = await (await client.get("/api/schedules/ns/flows", headers=AUTH)).json()
+    assert {(j["name"], j["state"]) for j in page["jobs"]} == {
+        ("flows-a", "Succeeded"),
+        ("flows-b", "Active"),
+    }
+    assert page["jobs"][0]["logs"].startswith("kubectl logs -n ns -l workflows.argoproj.io/")
+    assert page["jobsProblem"] is None

@@ -38,7 +38,7 @@ from punctual.core.freezing import read_cluster_freeze, read_freeze
 from punctual.core.keys import LABEL_SCHEDULE_UID
 from punctual.core.times import format_time, parse_time
 from punctual.kube.client import Api, ApiError
-from punctual.ui.stories import event_rows, job_rows, why
+from punctual.ui.stories import event_rows, job_rows, why, workload_rows
 from punctual.ui.timelines import Shared, Timeline, Window, state_of, upcoming
 
 TOKEN_HEADER: Final = "X-Punctual-Token"
@@ -278,10 +278,7 @@ class Server:
                 f"/api/v1/namespaces/{namespace}/events",
                 fieldSelector=f"involvedObject.uid={uid}",
             ),
-            self._maybe_items(
-                f"/apis/batch/v1/namespaces/{namespace}/jobs",
-                labelSelector=f"{LABEL_SCHEDULE_UID}={uid}",
-            ),
+            self._runs(body, namespace, uid),
         )
         try:
             ticks = [format_time(t) for t in upcoming(body, now, 10, self.fleet.shared.calendars)]
@@ -302,12 +299,55 @@ class Server:
                 "conditions": status.get("conditions") or [],
                 "events": event_rows(events[0]) if events[1] is None else [],
                 "eventsProblem": events[1],
-                "jobs": job_rows(jobs[0], namespace) if jobs[1] is None else [],
+                "jobs": jobs[0],
                 "jobsProblem": jobs[1],
                 "describe": describe[1] if describe[0] == 0 else describe[2],
                 "now": format_time(now),
             }
         )
+
+    async def _runs(
+        self, body: Mapping[str, Any], namespace: str, uid: str
+    ) -> tuple[list[Body], str | None]:
+        """The schedule's Jobs, or its workloadTemplate kind's objects (found by discovery,
+        as `punctual backfill --dry-run` finds them), as rows; or why they cannot be read."""
+        selector = f"{LABEL_SCHEDULE_UID}={uid}"
+        spec = body.get("spec") or {}
+        template = spec.get("workloadTemplate")
+        if not isinstance(template, Mapping):
+            items, problem = await self._maybe_items(
+                f"/apis/batch/v1/namespaces/{namespace}/jobs", labelSelector=selector
+            )
+            return job_rows(items, namespace), problem
+        api_version, kind = str(template.get("apiVersion", "")), str(template.get("kind", ""))
+        group = api_version.rpartition("/")[0]
+        prefix = f"/apis/{api_version}" if group else f"/api/{api_version}"
+        try:
+            discovered = list((await self.api.get(prefix)).get("resources") or [])
+        except ApiError as error:
+            return [], str(error)
+        resource = next(
+            (
+                str(r["name"])
+                for r in discovered
+                if r.get("kind") == kind and "/" not in str(r.get("name", ""))
+            ),
+            None,
+        )
+        if resource is None:
+            return [], f"the API server does not serve {kind} ({api_version})"
+        items, problem = await self._maybe_items(
+            f"{prefix}/namespaces/{namespace}/{resource}", labelSelector=selector
+        )
+        rows = workload_rows(
+            items,
+            namespace,
+            group=group,
+            kind=kind,
+            resource=resource,
+            completion=spec.get("completion"),
+        )
+        return rows, problem
 
     async def _maybe_items(self, path: str, **params: str) -> tuple[list[Body], str | None]:
         """A list, or what the API server said instead (a caller may not read Events)."""

@@ -7,6 +7,9 @@ the ticks around it), excluded by its Calendars, held by a freeze window, decide
 this outcome and reason, not yet decided (after the cursor), before the schedule existed,
 or older than the bounded history keeps.
 
+Its Jobs, or the objects of its workloadTemplate's kind, are listed with their state as
+the operator judges it and the command that shows their logs.
+
 What it must never do: guess. Every answer quotes status, Events or the tick engine; when
 they say nothing about T, the answer says that they say nothing.
 """
@@ -19,6 +22,7 @@ from datetime import datetime
 from typing import Any
 
 from punctual.core.calendars import Known
+from punctual.core.completion import CompletionError, compile_rules, judge
 from punctual.core.freezing import Freeze
 from punctual.core.schedules import ScheduleError
 from punctual.core.times import format_time, maybe_time
@@ -54,6 +58,50 @@ def job_rows(jobs: Sequence[Mapping[str, Any]], namespace: str) -> list[Body]:
                 "created": meta.get("creationTimestamp"),
                 "state": job_state(job),
                 "logs": f"kubectl logs job/{name} -n {namespace}",
+            }
+        )
+    rows.sort(key=lambda r: str(r["created"] or ""), reverse=True)
+    return rows
+
+
+# How to see a workload's logs, by (group, kind): its pods' label, or its own tool's view.
+_LOGS: dict[tuple[str, str], str] = {
+    ("argoproj.io", "Workflow"): "kubectl logs -n {ns} -l workflows.argoproj.io/workflow={name}",
+    ("tekton.dev", "PipelineRun"): "kubectl logs -n {ns} -l tekton.dev/pipelineRun={name}",
+    ("tekton.dev", "TaskRun"): "kubectl logs -n {ns} -l tekton.dev/taskRun={name}",
+    ("ray.io", "RayJob"): "kubectl logs job/{name} -n {ns}",  # its submitter Job
+    ("jobset.x-k8s.io", "JobSet"): "kubectl logs -n {ns} -l jobset.sigs.k8s.io/jobset-name={name}",
+}
+
+
+def workload_rows(
+    items: Sequence[Mapping[str, Any]],
+    namespace: str,
+    *,
+    group: str,
+    kind: str,
+    resource: str,
+    completion: Mapping[str, Any] | None = None,
+) -> list[Body]:
+    """A workloadTemplate's objects, newest first: their state as the operator judges it
+    (`core.completion`: the kind's profile, or the schedule's spec.completion rules), and a
+    command for their logs (for a kind it knows no pods of, `kubectl describe`)."""
+    try:
+        rules = compile_rules((completion or {}).get("succeeded"), (completion or {}).get("failed"))
+    except CompletionError:
+        rules = None
+    pattern = _LOGS.get((group, kind), "kubectl describe {resource}/{name} -n {ns}")
+    rows = []
+    for item in items:
+        meta = item.get("metadata") or {}
+        name = str(meta.get("name", ""))
+        verdict = judge(item, group=group, kind=kind, rules=rules)
+        rows.append(
+            {
+                "name": name,
+                "created": meta.get("creationTimestamp"),
+                "state": str(verdict.state),
+                "logs": pattern.format(ns=namespace, name=name, resource=resource),
             }
         )
     rows.sort(key=lambda r: str(r["created"] or ""), reverse=True)

@@ -247,7 +247,7 @@ async function loadSchedule(namespace, name) {
   table("s-firings", ["tick", "outcome", "reason", "job", "attempt", "triggered by", "why"],
     data.firings.map((f) => [f.tick, f.outcome + (f.dead ? " (dead)" : ""), f.reason || "", f.job || "",
       f.attempt || (f.manual ? "manual" : ""), f.triggeredBy || "", f.triggerReason || ""]));
-  table("s-jobs", ["job", "state", "created", "logs"],
+  table("s-jobs", ["name", "state", "created", "logs"],
     data.jobs.map((j) => [j.name, j.state, j.created || "", text("code", j.logs)]));
   if (data.jobsProblem) table("s-jobs", ["cannot list the Jobs"], [[data.jobsProblem]]);
   table("s-conditions", ["type", "status", "reason", "message", "since"],
