@@ -88,7 +88,7 @@ AUTH = {"X-Punctual-Token": TOKEN}
 @pytest.mark.parametrize("path", ["/", "/static/app.js", "/api/fleet", "/api/schedules/ns/every5"])
 async def test_a_request_without_the_token_is_refused(served: Any, path: str) -> None:
     client, _ = served
-    for headers in ({}, {"X-Punctual-Token": "wrong"}):
+    for headers in ({}, {"X-Punctual-Token": "wrong"}, {"X-Punctual-Token": "tökén"}):
         answer = await client.get(path, headers=headers)
         assert answer.status == 401
         assert "token" in (await answer.json())["error"]

@@ -24,6 +24,7 @@ import asyncio
 import contextlib
 import json
 import secrets
+import signal
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -114,17 +115,21 @@ class Server:
             or request.query.get("token")
             or request.cookies.get(TOKEN_COOKIE)
         )
-        if not given or not secrets.compare_digest(given, self.token):
+        if not given or not self._is_token(given):
             return _refused(401, "a token is needed: open the URL `punctual ui` printed")
         if request.method not in ("GET", "HEAD"):
             header = request.headers.get(TOKEN_HEADER) or ""
-            if not secrets.compare_digest(header, self.token):
+            if not self._is_token(header):
                 return _refused(403, f"a write needs the {TOKEN_HEADER} header")
             origin = request.headers.get("Origin")
             if origin is not None and not self._origin_allowed(origin):
                 return _refused(403, f"cross-origin write from {origin} refused")
         response: web.StreamResponse = await handler(request)
         return response
+
+    def _is_token(self, given: str) -> bool:
+        """In constant time, as bytes (a header may carry any character)."""
+        return secrets.compare_digest(given.encode("utf-8", "replace"), self.token.encode())
 
     def _host_allowed(self, host: str) -> bool:
         name, _, port = host.rpartition(":") if host.count(":") == 1 else (host, "", "")
@@ -541,7 +546,14 @@ async def serve(
         say("Press Ctrl-C to stop.")
         if browser:
             await asyncio.to_thread(webbrowser.open, url)
+        # Ctrl-C or SIGTERM ends it, even where SIGINT came in ignored (a shell's `&`).
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(signum, stop.set)
         try:
-            await asyncio.Event().wait()
+            await stop.wait()
         finally:
             await runner.cleanup()
+        say("punctual ui: stopped")
