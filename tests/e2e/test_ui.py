@@ -346,6 +346,15 @@ async def test_the_page_shows_the_ticks_the_api_holds_and_a_trigger_makes_one_jo
                 "Array.from(document.querySelectorAll('#s-upcoming li')).map(l => l.textContent)"
             )
             assert upcoming[0].endswith("-01-01T00:00:00Z")
+            # "Why didn't it run at T?" for the next tick: not yet decided, says the cursor.
+            await browser.evaluate(
+                f"document.getElementById('why-at').value = {json.dumps(upcoming[0])};"
+                "document.getElementById('why-ask').click()"
+            )
+            answer = await browser.wait_for(
+                "document.getElementById('why-answer').textContent", what="the answer to why"
+            )
+            assert f"{upcoming[0]} is a tick not yet decided" in answer, answer
             assert not jobs_of(crd, namespace)
             await browser.click("#a-trigger")
             await browser.wait_for("document.getElementById('confirm').open", what="the dialog")

@@ -262,6 +262,7 @@ async def test_a_schedules_page_gathers_status_events_and_jobs(api: FakeApi, ser
     page = await answer.json()
     assert page["upcoming"][:2] == ["2026-11-28T22:05:00Z", "2026-11-28T22:10:00Z"]
     assert len(page["upcoming"]) == 10
+    assert page["upcomingLocal"][0] == "2026-11-28T22:05:00+00:00"
     assert [f["outcome"] for f in page["firings"]] == ["Created", "Failed"]
     assert page["firings"][0]["triggeredBy"] == "alice"
     assert page["jobs"] == [

@@ -37,6 +37,7 @@ from punctual.clocks import Clock
 from punctual.core.calendars import read_calendar
 from punctual.core.freezing import read_cluster_freeze, read_freeze
 from punctual.core.keys import LABEL_SCHEDULE_UID
+from punctual.core.schedules import format_local, load_zone
 from punctual.core.times import format_time, parse_time
 from punctual.kube.client import Api, ApiError
 from punctual.ui.stories import event_rows, job_rows, why, workload_rows
@@ -286,10 +287,13 @@ class Server:
             self._runs(body, namespace, uid),
         )
         try:
-            ticks = [format_time(t) for t in upcoming(body, now, 10, self.fleet.shared.calendars)]
+            found = upcoming(body, now, 10, self.fleet.shared.calendars)
+            zone = load_zone(str((body.get("spec") or {}).get("timeZone") or "UTC"))
+            ticks = [format_time(t) for t in found]
+            local = [format_local(t, zone) for t in found]
             problem = None
         except ValueError as error:
-            ticks, problem = [], str(error)
+            ticks, local, problem = [], [], str(error)
         describe = await asyncio.to_thread(self.run, ["describe", name, *self._where(namespace)])
         status = body.get("status") or {}
         return _json(
@@ -299,6 +303,7 @@ class Server:
                 "state": state_of(body, now),
                 "spec": body.get("spec") or {},
                 "upcoming": ticks,
+                "upcomingLocal": local,
                 "problem": problem,
                 "firings": status.get("recentFirings") or [],
                 "conditions": status.get("conditions") or [],

@@ -243,7 +243,10 @@ async function loadSchedule(namespace, name) {
   const spec = data.spec;
   $("s-spec").textContent = `${spec.schedule || spec.runAt || JSON.stringify(spec.schedules || "")} in ${spec.timeZone || "UTC"}` +
     (spec.suspend ? " (spec.suspend: true)" : "");
-  $("s-upcoming").replaceChildren(...(data.upcoming.length ? data.upcoming.map((t) => text("li", t)) : [text("li", data.problem || "no more ticks")]));
+  const zone = spec.timeZone || "UTC";
+  $("s-upcoming").replaceChildren(...(data.upcoming.length
+    ? data.upcoming.map((t, i) => text("li", zone === "UTC" ? t : `${t} (${data.upcomingLocal[i]} ${zone})`))
+    : [text("li", data.problem || "no more ticks")]));
   table("s-firings", ["tick", "outcome", "reason", "job", "attempt", "triggered by", "why"],
     data.firings.map((f) => [f.tick, f.outcome + (f.dead ? " (dead)" : ""), f.reason || "", f.job || "",
       f.attempt || (f.manual ? "manual" : ""), f.triggeredBy || "", f.triggerReason || ""]));
@@ -365,6 +368,18 @@ $("why-ask").onclick = async () => {
 
 // -- routing ----------------------------------------------------------------------------------
 
+// The schedule's page follows the cluster as the timeline does: read again every few
+// seconds, unless a dialog is open (what it shows must not move under the user).
+let scheduleTimer = null;
+function followSchedule(namespace, name) {
+  clearTimeout(scheduleTimer);
+  scheduleTimer = setTimeout(async () => {
+    if ($("schedule-page").hidden) return;
+    if (!$("confirm").open) await loadSchedule(namespace, name);
+    followSchedule(namespace, name);
+  }, ((fleet && fleet.poll) || 5) * 1000);
+}
+
 function route() {
   const parts = location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
   const onSchedule = parts[0] === "s" && parts.length === 3;
@@ -373,6 +388,7 @@ function route() {
   if (onSchedule) {
     clearTimeout(pollTimer);
     loadSchedule(parts[1], parts[2]);
+    followSchedule(parts[1], parts[2]);
   } else {
     loadFleet();
   }
