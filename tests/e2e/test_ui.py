@@ -36,6 +36,7 @@ from typing import Any
 import aiohttp
 import pytest
 
+from punctual.core.keys import ANNOTATION_BACKFILL, ANNOTATION_RESUME
 from punctual.core.times import format_time
 from punctual.kube.client import KubeClient
 
@@ -389,7 +390,8 @@ async def test_the_page_shows_the_ticks_the_api_holds_and_a_trigger_makes_one_jo
             await browser.screenshot(DOCS / "ui-schedule.png")
 
             # Suspend writes spec.suspend as `kubectl patch` would; a backfill's dry run is
-            # listed in the dialog before anything is asked, and nothing changes until then.
+            # listed in the dialog before anything is asked, and nothing changes until then;
+            # the backfill and the resume write the annotations `punctual` writes.
             await confirm(browser, "#a-suspend")
             assert schedule_json(crd, namespace, "yearly")["spec"]["suspend"] is True
             await confirm(browser, "#a-unsuspend")
@@ -410,7 +412,24 @@ async def test_the_page_shows_the_ticks_the_api_holds_and_a_trigger_makes_one_jo
             assert "punctual.dev/backfill" not in json.dumps(
                 schedule_json(crd, namespace, "yearly")["metadata"].get("annotations") or {}
             )
-            await browser.click("#confirm-no")
+            await browser.click("#confirm-yes")
+            asked = await browser.wait_for(
+                "document.getElementById('result').dataset.status &&"
+                " document.getElementById('result').textContent",
+                what="the backfill's answer",
+            )
+            assert "backfill of [2020-01-01T00:00:00Z, 2022-01-01T00:00:00Z) asked" in asked
+            annotations = schedule_json(crd, namespace, "yearly")["metadata"]["annotations"]
+            request = json.loads(annotations[ANNOTATION_BACKFILL])
+            assert {k: v for k, v in request.items() if k != "request"} == {
+                "from": "2020-01-01T00:00:00Z",
+                "to": "2022-01-01T00:00:00Z",
+                "overlap": "Allow",
+            }
+            resumed = await confirm(browser, "#a-resume")
+            assert "was not paused; nothing to resume" in resumed, resumed
+            annotations = schedule_json(crd, namespace, "yearly")["metadata"]["annotations"]
+            assert annotations[ANNOTATION_RESUME]
             del token
 
 
