@@ -227,11 +227,18 @@ def punctual_ui(kubeconfig: Path, *namespaces: str) -> Iterator[str]:
             process.wait()
 
 
-async def confirm(browser: Browser, button: str) -> str:
-    """Press an action's button, confirm its dialog, and return what the page then says."""
+async def confirm(browser: Browser, button: str, *, preview: bool = False) -> str:
+    """Press an action's button, confirm its dialog (after its dry run, if it has one),
+    and return what the page then says."""
     await browser.evaluate("document.getElementById('result').dataset.status = ''")
     await browser.click(button)
     await browser.wait_for("document.getElementById('confirm').open", what="the dialog")
+    if preview:
+        assert await browser.evaluate("document.getElementById('confirm-yes').disabled")
+        await browser.click("#confirm-dry-run")
+        await browser.wait_for(
+            "!document.getElementById('confirm-yes').disabled", what="the dry run"
+        )
     await browser.click("#confirm-yes")
     answer: str = await browser.wait_for(
         "document.getElementById('result').dataset.status &&"
@@ -403,6 +410,7 @@ async def test_the_page_shows_the_ticks_the_api_holds_and_a_trigger_makes_one_jo
                 "document.getElementById('field-from').value = '2020-01-01T00:00:00Z';"
                 "document.getElementById('field-to').value = '2022-01-01T00:00:00Z'"
             )
+            assert await browser.evaluate("document.getElementById('confirm-yes').disabled")
             await browser.click("#confirm-dry-run")
             preview = await browser.wait_for(
                 "document.getElementById('confirm-preview').querySelector('pre')?.textContent",
@@ -465,7 +473,7 @@ async def test_a_caller_without_patch_sees_the_api_servers_refusal(
         )
         for button in ("#a-trigger", "#a-suspend", "#a-unsuspend", "#a-resume", "#a-backfill",
                        "#a-cancel"):  # fmt: skip
-            refused = await confirm(browser, button)
+            refused = await confirm(browser, button, preview=button == "#a-backfill")
             assert refused.startswith("Refused: punctual: HTTP 403 Forbidden"), (button, refused)
             assert (
                 f'cannot patch resource "cronschedules" in API group "punctual.dev" in the '

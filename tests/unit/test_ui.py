@@ -21,7 +21,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from punctual.cli.main import Context, main
 from punctual.clocks import FixedClock
-from punctual.core.freezing import read_freeze
+from punctual.core.freezing import read_cluster_freeze, read_freeze
 from punctual.kube.client import ApiError
 from punctual.ui.serving import Server, Settings, command_line
 from punctual.ui.timelines import Shared, Timeline, Window, row_text
@@ -498,3 +498,24 @@ async def test_a_workload_schedules_page_lists_its_kinds_objects(api: FakeApi, s
     }
     assert page["jobs"][0]["logs"].startswith("kubectl logs -n ns -l workflows.argoproj.io/")
     assert page["jobsProblem"] is None
+
+
+def test_a_cluster_freeze_window_selects_by_namespace_labels_when_they_can_be_read() -> None:
+    found = read_cluster_freeze(
+        {"metadata": {"name": "holidays"},
+         "spec": {"from": "2026-11-28T22:10:00Z", "to": "2026-11-28T22:20:00Z",
+                  "namespaceSelector": {"matchLabels": {"env": "prod"}}}},
+    )  # fmt: skip
+    assert not isinstance(found, str)
+    prod, dev = schedule("a", "*/5 * * * *", "prod"), schedule("b", "*/5 * * * *", "dev")
+    labelled = Shared(cluster_freezes=[found], namespace_labels={"prod": {"env": "prod"}})
+    assert [f.title for f in labelled.freezes_of(prod)] == ["ClusterFreezeWindow holidays"]
+    assert labelled.freezes_of(dev) == []
+    # The Namespaces unreadable: a window that chooses namespaces by label is not guessed.
+    assert Shared(cluster_freezes=[found]).freezes_of(prod) == []
+    everywhere = read_cluster_freeze(
+        {"metadata": {"name": "all"},
+         "spec": {"from": "2026-11-28T22:10:00Z", "to": "2026-11-28T22:20:00Z"}},
+    )  # fmt: skip
+    assert not isinstance(everywhere, str)
+    assert len(Shared(cluster_freezes=[everywhere]).freezes_of(dev)) == 1

@@ -280,17 +280,27 @@ function confirmAction(title, fields, command, preview) {
     inputs[key] = input;
   }
   const values = () => Object.fromEntries(Object.entries(inputs).map(([k, i]) => [k, i.value.trim()]));
-  const show = () => { $("confirm-command").textContent = command(values()); };
+  // With a preview (a backfill's dry run), Confirm waits until the preview of the values
+  // as they are now has been shown.
+  const yes = $("confirm-yes");
+  const show = () => {
+    $("confirm-command").textContent = command(values());
+    yes.disabled = Boolean(preview);
+    const shown = $("confirm-preview").querySelector("pre");
+    if (shown) shown.remove();
+  };
   Object.values(inputs).forEach((i) => i.addEventListener("input", show));
-  show();
   $("confirm-preview").replaceChildren();
+  show();
   if (preview) {
     const button = text("button", "Preview (dry run)");
     button.type = "button";
     button.id = "confirm-dry-run";
     button.onclick = async () => {
       const answer = await preview(values());
-      $("confirm-preview").replaceChildren(text("pre", answer));
+      $("confirm-preview").querySelector("pre")?.remove();
+      $("confirm-preview").append(text("pre", answer));
+      yes.disabled = false;
     };
     $("confirm-preview").append(button);
   }
