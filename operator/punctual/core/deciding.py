@@ -191,8 +191,7 @@ def _rules(
     gathered = claiming.gather(
         schedule, plan, ahead, epoch=epoch, now=now, verified_triggers=verified_triggers
     )
-    shared = None if group is None else group.room(len(schedule.live))
-    retries = retrying.retries(spec, schedule, now=now, room=shared)
+    retries = retrying.retries(spec, schedule, now=now, group=group)
     # 5. A Skip freeze window skips the due ticks inside it.
     freezing = pausing.freeze(gathered.due, frozen, now)
     # 6. The concurrency policy chooses among the rest (recovered claims always go).
@@ -208,7 +207,7 @@ def _rules(
         spec, schedule, wanted, recovering=recovering, now=now, group=group
     )
     # 7. A backfill adds its next batch.
-    batch = backfilling.backfill(schedule, spec, overlap.creates, now=now)
+    batch = backfilling.backfill(schedule, spec, overlap.creates, now=now, group=group)
     # 8. Claim what is created; count the runs under maxRuns; claim the next tick ahead.
     claims = claiming.claim((*overlap.creates, *batch.fills), gathered, ahead, epoch=epoch)
     runs = finishing.count_runs(spec, schedule.old, plan, (*gathered.fired, *claims.created))

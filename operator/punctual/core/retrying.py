@@ -24,10 +24,11 @@ import json
 from dataclasses import dataclass
 from datetime import datetime
 
+from punctual.core import admitting
+from punctual.core.groups import Group
 from punctual.core.jobs import JobState
 from punctual.core.keys import ANNOTATION_RERUN_FAILED
 from punctual.core.models import (
-    ConcurrencyPolicy,
     CronScheduleSpec,
     FiringOutcome,
     RetryingTick,
@@ -51,7 +52,7 @@ class Retries:
 
 
 def retries(
-    spec: CronScheduleSpec, schedule: ScheduleRead, *, now: datetime, room: int | None = None
+    spec: CronScheduleSpec, schedule: ScheduleRead, *, now: datetime, group: Group | None = None
 ) -> Retries:
     """The attempts that are due, the ones that wait, and the ticks now dead."""
     retry = spec.retry
@@ -89,7 +90,10 @@ def retries(
             continue
         at = (job.finished_at or now) + retry.delay(attempt)
         waiting[name] = RetryingTick(tick=job.tick, attempt=attempt, job=name, at=at)
-    room = min(_room(spec, len(schedule.live)), 1_000_000 if room is None else room)
+    # The room the concurrency policy and the group leave (`admitting`): attempts wait for it.
+    room = admitting.room(
+        spec.concurrency_policy, spec.max_concurrent, held=len(schedule.live), group=group
+    ).free
     due: list[Candidate] = []
     for entry in sorted(waiting.values(), key=lambda w: (w.at, w.tick)):
         if entry.at <= now and len(due) < room:
@@ -138,11 +142,3 @@ def _rerun(
         f"(request {request})"
     )
     return request, ticks, (EventNote("Normal", "RerunFailed", message),)
-
-
-def _room(spec: CronScheduleSpec, running: int) -> int:
-    """How many attempts may start now: the concurrency policy's room for more runs."""
-    limit = spec.max_concurrent
-    if limit is None:
-        limit = 1_000_000 if spec.concurrency_policy is ConcurrencyPolicy.ALLOW else 1
-    return max(0, limit - running)
