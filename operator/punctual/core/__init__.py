@@ -10,7 +10,8 @@ records they share (`records`), the one status builder (`status`), what the shel
 handed (`decisions`, `creating`, `delaying`, `settling`), `keys` (every label,
 annotation and finalizer key), `models`, `naming`, `jobs`, `workloads` (the kinds a
 workloadTemplate creates), `completion` (whether a workload succeeded or failed: per
-kind, or by the schedule's CEL rules), `ownership`, `stamping`, `triggers`, `migrating`
+kind, or by the schedule's CEL rules), `ownership`, `stamping`, `triggers`, `asking`
+(whether the operator has taken a request made by annotation), `migrating`
 (what a CronJob becomes, and the hand-over by cursor), `early` (which schedules a new
 leader may decide before its lists are in) and `times`.
 
