@@ -145,9 +145,11 @@ def test_the_next_tick_is_claimed_ahead_unless_suspended_or_its_job_exists() -> 
 def test_a_finalized_job_being_deleted_is_released_after_its_claim_is_written() -> None:
     going = dataclasses.replace(job(T0 - H, DONE), has_finalizer=True, deleting=True)
     settled = read(SPEC, claimed(), [going])
-    assert claiming.release(settled) == ((JobToRelease(going.name, going.uid),), False)
+    assert claiming.release(settled) == claiming.Release(
+        (JobToRelease(going.name, going.uid),), False
+    )
     in_flight = read(SPEC, claimed(T0 - H, cursor=T0 - H), [going])
-    assert claiming.release(in_flight)[1] is True  # this write resolves that claim first
+    assert claiming.release(in_flight).needs_status is True  # this write resolves that claim first
 
 
 def test_history_keeps_the_newest_finished_jobs_and_never_one_it_is_told_to_keep() -> None:

@@ -1,9 +1,8 @@
 """Applying a Decision to the API server, in the order that keeps both invariants.
 
 Why it exists: `deciding` says what should happen; this module makes it happen and
-is the only place that writes schedules' status and Jobs. The order (see
-`deciding`): the fenced status claim, then Replace's deletes, then the creates, then
-history clean-up. Every write first checks that this replica still leads.
+is the only place that writes schedules' status and Jobs, in the order written once in
+`core.decisions.Decision`. Every write first checks that this replica still leads.
 
 * A 409 Conflict on the claim means another writer (a newer leader, or a user's edit)
   got there first: nothing else of the Decision is done; the caller re-reads and
