@@ -67,7 +67,7 @@ def test_the_room(
     expected: tuple[int, bool],
 ) -> None:
     shared = None if group is None else Group("etl", *group)
-    space = admitting.room(policy, limit, held=held, group=shared)
+    space = admitting.room(policy, limit, running=held, group=shared)
     assert (space.free, space.by_group) == expected
 
 

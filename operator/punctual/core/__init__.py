@@ -2,8 +2,9 @@
 
 `schedules` (cron text to UTC ticks), `planning` (THE TICK PLANNER: which ticks are
 due, missed or skipped), `deciding` (THE CLAIM PROTOCOL, decided: the outline of one
-decision), `reading` (step 1: the spec as one record), `admitting` (THE ONE ROOM: how many more runs may start, for every
-kind of run), the rules it composes, each returning a frozen record (`claiming`,
+decision), `reading` (step 1: the spec as one record), `admitting` (THE ONE ROOM:
+how many more runs may start, for every kind of run), the rules it composes, each
+returning a frozen record (`claiming`,
 `overlapping`, `pausing`, `freezing`, `backfilling`, `finishing`, `succeeding`,
 `pending`, `retrying`, `groups`), `calendars` (shared exclusions a schedule names), the
 records they share (`records`), the one status builder (`status`), what the shell is

@@ -6,7 +6,7 @@ own (`maxConcurrent`; without it `Allow` is unbounded and every other policy run
 a time) and its concurrency group's (`groups`). When each rule computed that room itself,
 a backfill ran 11 Jobs under `maxConcurrent: 2`. Now `room` is the only place the number
 is computed; `overlapping` (due ticks, triggers, buffers), `retrying` and `backfilling`
-each ask it, with the runs already held (running, being recovered, or admitted earlier in
+each ask it, with the runs it already has (running, being recovered, or admitted earlier in
 the same decision), and differ only in what a candidate does when there is none: a due
 tick under `Allow`/`Forbid` is skipped, a buffered tick, a retry and a backfill fill wait,
 `Replace` makes room by deleting the oldest runs, and a recovered claim always goes (it
@@ -71,15 +71,15 @@ def room(
     policy: ConcurrencyPolicy,
     max_concurrent: int | None,
     *,
-    held: int,
+    running: int,
     group: Group | None = None,
 ) -> Room:
-    """The room for more runs of a schedule that holds `held` runs (running, recovered, or
+    """The room for more runs of a schedule with `running` runs (running, recovered, or
     admitted earlier in this decision): the smaller of its own limit's and its group's."""
     limit = own_limit(policy, max_concurrent)
-    own = UNBOUNDED if limit is None else max(0, limit - held)
+    own = UNBOUNDED if limit is None else max(0, limit - running)
     if group is not None:
-        shared = group.room(held)
+        shared = group.room(running)
         if shared <= own:
             return Room(shared, limit, by_group=True)
     return Room(own, limit, by_group=False)

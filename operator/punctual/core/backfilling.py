@@ -226,7 +226,7 @@ def backfill(
     room = admitting.room(
         current.overlap,
         spec.max_concurrent if allow else None,
-        held=len(schedule.live) + len(creates),
+        running=len(schedule.live) + len(creates),
         group=group,
     ).free
     step = advance(current, source, already=already, room=room, now=now)

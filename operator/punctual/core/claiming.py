@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from punctual.core.decisions import JobToRelease
+from punctual.core.decisions import JobToFree
 from punctual.core.jobs import JobSnapshot, JobState, manual_job_name
 from punctual.core.keys import ANNOTATION_TRIGGER, ANNOTATION_TRIGGERED_BY
 from punctual.core.models import CronScheduleSpec, FiringOutcome, InFlightClaim, RecordedFiring
@@ -198,7 +198,7 @@ class Claims:
     """The claims this decision writes, and the firings it records for its creates."""
 
     in_flight: tuple[InFlightClaim, ...]
-    fresh: tuple[str, ...]  # Jobs whose claim is new in this write
+    new: tuple[str, ...]  # Jobs whose claim is new in this write
     created: tuple[RecordedFiring, ...]
 
 
@@ -256,27 +256,27 @@ def claim_next(
     if upcoming in schedule.by_name or any(c.job == upcoming for c in claims.in_flight):
         return claims
     claimed = ahead.get(upcoming) or InFlightClaim(tick=plan.next_tick, job=upcoming, epoch=epoch)
-    return Claims((*claims.in_flight, claimed), claims.fresh, claims.created)
+    return Claims((*claims.in_flight, claimed), claims.new, claims.created)
 
 
 @dataclass(frozen=True, slots=True)
-class Release:
+class Freeing:
     """Jobs being deleted whose finalizer (ours) may go, and whether this decision's
     status must be written before it does."""
 
-    jobs: tuple[JobToRelease, ...]
+    jobs: tuple[JobToFree, ...]
     needs_status: bool  # one of them is still in flight as written
 
 
-def release(schedule: ScheduleRead) -> Release:
+def free(schedule: ScheduleRead) -> Freeing:
     """Jobs with our finalizer that are being deleted (by a person, a TTL, garbage
     collection): their finalizer goes once their firing is recorded in the written
     status. `needs_status` when one of them is still in flight as written: this
     decision's status, which resolves that claim (the Job is seen), must be written first."""
     going = [j for j in schedule.ours if j.has_finalizer and j.deleting]
     written_claims = {c.job for c in schedule.old.in_flight}
-    released = tuple(JobToRelease(j.name, j.uid, j.kind) for j in going)
-    return Release(released, any(j.name in written_claims for j in going))
+    freed = tuple(JobToFree(j.name, j.uid, j.kind) for j in going)
+    return Freeing(freed, any(j.name in written_claims for j in going))
 
 
 def due_by(

@@ -224,13 +224,13 @@ def _decision(
     written = status.build(outcome, now=now)
     # 11. Whether the write may wait, and which Jobs being deleted may let go.
     new_status = dump_status(written.status)
-    release = claiming.release(schedule)
+    freeing = claiming.free(schedule)
     write_delay = delaying.classify(
         schedule.old,
         new_status,
         in_flight=claims.in_flight,
         fences=bool(
-            claims.fresh or overlap.replaced or written.events or plan.missed or plan.skipped
+            claims.new or overlap.replaced or written.events or plan.missed or plan.skipped
         ),
         prune=prune,
         over_ahead=all(job_name(schedule.name, d.tick) in ahead for d in plan.due),
@@ -246,7 +246,7 @@ def _decision(
     )
     return Decision(
         status=None if new_status == dump_status(schedule.old) else new_status,
-        write_delay=WriteDelay.NEVER if release.needs_status else write_delay,
+        write_delay=WriteDelay.NEVER if freeing.needs_status else write_delay,
         replace=overlap.replaced,
         creates=tuple(
             creating.job_to_create(
@@ -262,7 +262,7 @@ def _decision(
             for c in creates
         ),
         prune=prune,
-        release=release.jobs,
+        free=freeing.jobs,
         fail=stuck.fail,
         events=written.events,
         missed=sum(f.count for f in plan.missed),

@@ -45,7 +45,7 @@ class JobToCreate:
 
 
 @dataclass(frozen=True, slots=True)
-class JobToRelease:
+class JobToFree:
     """A Job with our finalizer, being deleted, whose firing the written status records
     (or will, once this Decision's status is written): its finalizer may go."""
 
@@ -85,7 +85,7 @@ class Decision:
     replace: tuple[JobToDelete, ...] = ()
     creates: tuple[JobToCreate, ...] = ()
     prune: tuple[JobToDelete, ...] = ()
-    release: tuple[JobToRelease, ...] = ()
+    free: tuple[JobToFree, ...] = ()
     fail: tuple[JobToFail, ...] = ()  # stuck pending past spec.pendingTimeoutSeconds
     events: tuple[EventNote, ...] = ()
     next_wake: datetime | None = None
@@ -115,7 +115,7 @@ class Decision:
             or self.replace
             or self.creates
             or self.prune
-            or self.release
+            or self.free
             or self.fail
         )
 

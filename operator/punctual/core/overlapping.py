@@ -106,7 +106,7 @@ def concurrency(
     held = len(live) + len(recovered)
     if policy is ConcurrencyPolicy.REPLACE:
         return _replace(fresh, recovered, live, held=held, limit=limit or 1)
-    space = admitting.room(policy, limit, held=held, group=group)
+    space = admitting.room(policy, limit, running=held, group=group)
     chosen = {c.job for c in fresh[: space.free]}
     if space.by_group:
         assert group is not None
@@ -169,7 +169,7 @@ def _override(
             limit=limit,
             group=None
             if group is None
-            else dataclasses.replace(group, held=group.held + len(result.creates)),
+            else dataclasses.replace(group, occupied=group.occupied + len(result.creates)),
         )
         result = dataclasses.replace(
             result,
@@ -213,7 +213,9 @@ def buffer(
     )
     waiting = [c for c in queue if c not in late]
     running = len(schedule.live) + len(recovered)
-    space = admitting.room(spec.concurrency_policy, spec.max_concurrent, held=running, group=group)
+    space = admitting.room(
+        spec.concurrency_policy, spec.max_concurrent, running=running, group=group
+    )
     free = space.free
     if group is not None:  # the group's members wait in tick order
         behind = waiting and group.waiting_since is not None

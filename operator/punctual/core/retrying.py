@@ -91,7 +91,7 @@ def retries(
         waiting[name] = RetryingTick(tick=job.tick, attempt=attempt, job=name, at=at)
     # The room the concurrency policy and the group leave (`admitting`): attempts wait for it.
     room = admitting.room(
-        spec.concurrency_policy, spec.max_concurrent, held=len(schedule.live), group=group
+        spec.concurrency_policy, spec.max_concurrent, running=len(schedule.live), group=group
     ).free
     due: list[Candidate] = []
     for entry in sorted(waiting.values(), key=lambda w: (w.at, w.tick)):
