@@ -190,3 +190,43 @@ def test_the_dry_run_applies_cleanly_and_refusals_change_nothing(
     missing = punctual(crd, namespace, "absent", "--apply")
     assert missing.returncode == 2
     assert missing.stderr.strip() == f"punctual: cronjob {namespace}/absent not found"
+
+
+def test_the_printed_yaml_of_every_kind_of_cronjob_applies_strictly(
+    crd: Cluster, namespace: str
+) -> None:
+    """CronJobs as `kubectl create cronjob` makes them (its jobTemplate.metadata carries a
+    name and a null creationTimestamp), as a Helm chart renders them, and as a person
+    writes them: each printed CronSchedule applies with strict field validation."""
+    crd.kubectl(
+        "create", "cronjob", "made-by-kubectl", "-n", namespace,
+        "--image=busybox", "--schedule=*/5 * * * *", "--", "true",
+    )  # fmt: skip
+    helm = cronjob("made-by-helm", concurrencyPolicy="Forbid")
+    helm["metadata"]["labels"] = {
+        "app.kubernetes.io/managed-by": "Helm",
+        "helm.sh/chart": "reports-1.2.0",
+    }
+    helm["metadata"]["annotations"] = {
+        "meta.helm.sh/release-name": "reports",
+        "meta.helm.sh/release-namespace": namespace,
+    }
+    helm["spec"]["jobTemplate"]["metadata"] = {"labels": {"app.kubernetes.io/name": "reports"}}
+    by_hand = cronjob("made-by-hand", schedule="0 3 * * *", timeZone="UTC")
+    for manifest in (helm, by_hand):
+        crd.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(manifest))
+    for name in ("made-by-kubectl", "made-by-helm", "made-by-hand"):
+        printed = punctual(crd, namespace, name)
+        assert printed.returncode == 0, printed.stderr
+        applied = crd.kubectl(
+            "apply", "-n", namespace, "--validate=strict", "-f", "-",
+            input=printed.stdout, check=False,
+        )  # fmt: skip
+        assert applied.returncode == 0, (name, applied.stderr)
+        assert "Warning" not in applied.stderr, (name, applied.stderr)
+        assert f"cronschedule.punctual.dev/{name} created" in applied.stdout
+    helm_schedule = json.loads(
+        crd.kubectl("get", "cronschedule", "made-by-helm", "-n", namespace, "-o", "json").stdout
+    )
+    template = helm_schedule["spec"]["jobTemplate"]
+    assert template["metadata"] == {"labels": {"app.kubernetes.io/name": "reports"}}

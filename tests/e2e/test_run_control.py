@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -244,3 +244,134 @@ def test_a_trigger_with_env_overrides_reaches_the_container(
         assert values["PUNCTUAL_FIRING"] == "manual"
         [firing] = [f for f in status_of(crd, namespace, "env")["recentFirings"] if f.get("manual")]
         assert firing["envOverrides"] == ["MODE=full", "REGION=eu"]
+
+
+def _punctual(crd: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "punctual.cli", *args, "--kubeconfig", str(crd.kubeconfig)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def _minutes_ago(minutes: int) -> str:
+    from punctual.core.times import format_time
+
+    from .operators import now
+
+    return format_time(now().replace(second=0, microsecond=0) - timedelta(minutes=minutes))
+
+
+def test_a_backfill_under_max_concurrent_2_never_has_more_than_2_unfinished_runs(
+    crd: Cluster, namespace: str, tmp_path: Path
+) -> None:
+    """The bug: the backfill's batch was 5 whatever ran, so 11 Jobs ran at once under
+    maxConcurrent 2. Now every fill waits for room (core.admitting)."""
+    with operators(crd, namespace, tmp_path) as ops:
+        ops.start("solo")
+        wait_until(lambda: leader_of(crd, namespace) == "solo", 20, what="leadership")
+        body = schedule("bf", "* * * * *", run_ms=4000, concurrencyPolicy="Allow", suspend=True)
+        body["spec"] |= {"maxConcurrent": 2, "successfulJobsHistoryLimit": 100}
+        apply(crd, namespace, body)
+        wait_until(lambda: status_of(crd, namespace, "bf").get("conditions"), 20)
+        asked = _punctual(
+            crd, "backfill", "bf", "-n", namespace,
+            "--from", _minutes_ago(9), "--to", _minutes_ago(1),
+        )  # fmt: skip
+        assert asked.returncode == 0, asked.stderr
+        wait_until(
+            lambda: (
+                (status_of(crd, namespace, "bf").get("backfill") or {}).get("state") == "Done"
+                and all(finished(j) for j in jobs_of(crd, namespace, "bf"))
+            ),
+            90,
+            what="the backfill done and its runs finished",
+        )
+    jobs = jobs_of(crd, namespace, "bf")
+    assert len(jobs) == 8
+    assert most_at_once(jobs) == 2
+
+
+def test_a_backfill_and_a_retry_of_group_members_never_exceed_the_groups_limit(
+    crd: Cluster, namespace: str, tmp_path: Path
+) -> None:
+    """Two members of a mutex, both backfilled at once, one of them failing and retried:
+    never two runs among them at a time."""
+    with operators(crd, namespace, tmp_path) as ops:
+        ops.start("solo")
+        wait_until(lambda: leader_of(crd, namespace) == "solo", 20, what="leadership")
+        bodies = []
+        for name in ("ma", "mb"):
+            body = schedule(name, "0 0 1 1 *", run_ms=2000, concurrencyPolicy="Allow")
+            body["spec"] |= {"concurrencyGroup": "etl", "successfulJobsHistoryLimit": 100}
+            bodies.append(body)
+        bodies[0]["spec"]["jobTemplate"]["spec"]["template"]["metadata"]["annotations"][
+            "punctual.dev/test-outcome"
+        ] = "fail"
+        bodies[0]["spec"] |= {
+            "retry": {"maxAttempts": 2, "delaySeconds": 1},
+            "failedJobsHistoryLimit": 100,
+            "schedule": "* * * * *",
+            "suspend": False,
+        }
+        apply(crd, namespace, *bodies)
+        wait_until(lambda: status_of(crd, namespace, "mb").get("conditions"), 20)
+        # mb backfills a yearly schedule's ticks: none in the last minutes, so the range is
+        # its last three yearly ticks; ma's own minute ticks fail and are retried meanwhile.
+        for name, start in (("ma", _minutes_ago(4)), ("mb", "2023-01-01T00:00:00Z")):
+            asked = _punctual(
+                crd, "backfill", name, "-n", namespace, "--from", start, "--to", _minutes_ago(0)
+            )
+            assert asked.returncode == 0, asked.stderr
+
+        def settled() -> bool:
+            jobs = jobs_of(crd, namespace, "ma", "mb")
+            retried = [j for j in jobs_of(crd, namespace, "ma") if "-r" in j["metadata"]["name"]]
+            done = all(
+                (status_of(crd, namespace, n).get("backfill") or {}).get("state") == "Done"
+                for n in ("ma", "mb")
+            )
+            return done and len(retried) >= 4 and all(finished(j) for j in jobs)
+
+        wait_until(settled, 150, what="both backfills done and ma's failures retried")
+    jobs = jobs_of(crd, namespace, "ma", "mb")
+    assert {j["metadata"]["labels"]["punctual.dev/schedule"] for j in jobs} == {"ma", "mb"}
+    assert most_at_once(jobs) == 1
+
+
+def test_ten_concurrent_triggers_make_ten_runs(
+    crd: Cluster, namespace: str, tmp_path: Path
+) -> None:
+    """Two triggers at once used to lose one while both said "triggered"."""
+    with operators(crd, namespace, tmp_path) as ops:
+        ops.start("solo")
+        wait_until(lambda: leader_of(crd, namespace) == "solo", 20, what="leadership")
+        body = schedule("ten", "0 0 1 1 *", run_ms=300, concurrencyPolicy="Allow")
+        body["spec"] |= {"successfulJobsHistoryLimit": 100}
+        apply(crd, namespace, body)
+        wait_until(lambda: status_of(crd, namespace, "ten").get("nextScheduleTime"), 20)
+        command = [
+            sys.executable, "-m", "punctual.cli", "trigger", "ten", "-n", namespace,
+            "--kubeconfig", str(crd.kubeconfig), "--timeout", "90",
+        ]  # fmt: skip
+        started = [
+            subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            for _ in range(10)
+        ]
+        answers = [(p.communicate(timeout=120), p.returncode) for p in started]
+        outputs = [(code, out.decode(), err.decode()) for (out, err), code in answers]
+        assert all(code == 0 for code, _, _ in outputs), outputs
+        assert all("taken by the operator" in out for _, out, _ in outputs), outputs
+        wait_until(
+            lambda: len([j for j in jobs_of(crd, namespace, "ten")
+                         if j["metadata"]["name"].startswith("ten-m")]) >= 10,
+            30,
+            what="ten manual runs",
+        )  # fmt: skip
+        time.sleep(2)
+    manual = [
+        j for j in jobs_of(crd, namespace, "ten") if j["metadata"]["name"].startswith("ten-m")
+    ]
+    assert len(manual) == 10

@@ -43,14 +43,14 @@ def test_advancing_takes_a_batch_oldest_first_and_skips_ticks_already_done() -> 
     started = begin(ask(), None, SOURCE, T0 + S)
     assert started is not None
     done_before = {T0 - 12 * H, T0 - 10 * H}
-    step = advance(started.backfill, SOURCE, already=lambda t: t in done_before, running=0,
+    step = advance(started.backfill, SOURCE, already=lambda t: t in done_before, room=BATCH,
                    now=T0 + S)  # fmt: skip
     assert step.ticks == tuple(T0 - h * H for h in (11, 9, 8, 7, 6))[:BATCH]
     assert step.backfill.skipped == 2 and step.backfill.done == BATCH
     assert step.wake is not None
     rest = step.backfill
     while rest.state is BackfillState.RUNNING:
-        rest = advance(rest, SOURCE, already=lambda t: False, running=0, now=T0 + S).backfill
+        rest = advance(rest, SOURCE, already=lambda t: False, room=BATCH, now=T0 + S).backfill
     assert rest.done + rest.skipped == rest.total == 12
     assert rest.state is BackfillState.DONE
 
@@ -58,9 +58,9 @@ def test_advancing_takes_a_batch_oldest_first_and_skips_ticks_already_done() -> 
 def test_forbid_takes_one_tick_at_a_time_and_none_while_a_job_runs() -> None:
     started = begin(ask(overlap="Forbid"), None, SOURCE, T0 + S)
     assert started is not None
-    one = advance(started.backfill, SOURCE, already=lambda t: False, running=0, now=T0)
+    one = advance(started.backfill, SOURCE, already=lambda t: False, room=1, now=T0)
     assert one.ticks == (T0 - 12 * H,)
-    none = advance(one.backfill, SOURCE, already=lambda t: False, running=1, now=T0)
+    none = advance(one.backfill, SOURCE, already=lambda t: False, room=0, now=T0)
     assert none.ticks == () and none.backfill.state is BackfillState.RUNNING
 
 
@@ -70,7 +70,9 @@ def test_a_cancel_stops_a_running_backfill() -> None:
     cancel = json.dumps({"request": "r2", "cancel": True})
     stopped = begin(cancel, started.backfill, SOURCE, T0 + 2 * S)
     assert stopped is not None and stopped.backfill.state is BackfillState.CANCELLED
-    assert advance(stopped.backfill, SOURCE, already=lambda t: False, running=0, now=T0).ticks == ()
+    assert (
+        advance(stopped.backfill, SOURCE, already=lambda t: False, room=BATCH, now=T0).ticks == ()
+    )
 
 
 def test_a_decision_claims_backfill_ticks_like_any_other_and_they_never_count_as_runs() -> None:
@@ -96,8 +98,8 @@ def test_a_range_a_finished_backfill_went_through_never_runs_again() -> None:
     assert first is not None
     state = first.backfill
     while state.state is BackfillState.RUNNING:
-        state = advance(state, SOURCE, already=lambda t: False, running=0, now=T0).backfill
+        state = advance(state, SOURCE, already=lambda t: False, room=BATCH, now=T0).backfill
     again = begin(ask(T0 - 14 * H, T0).replace('"r1"', '"r3"'), state, SOURCE, T0 + 2 * S)
     assert again is not None
-    fresh = advance(again.backfill, SOURCE, already=lambda t: covers(state, t), running=0, now=T0)
+    fresh = advance(again.backfill, SOURCE, already=lambda t: covers(state, t), room=BATCH, now=T0)
     assert fresh.ticks == (T0 - 14 * H, T0 - 13 * H)  # only what the first did not cover

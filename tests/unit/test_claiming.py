@@ -12,7 +12,7 @@ import dataclasses
 from typing import Any
 
 from punctual.core import claiming
-from punctual.core.decisions import JobToRelease
+from punctual.core.decisions import JobToFree
 from punctual.core.jobs import manual_job_name
 from punctual.core.keys import ANNOTATION_TRIGGER
 from punctual.core.models import CronScheduleSpec, InFlightClaim
@@ -127,7 +127,7 @@ def test_a_claim_is_new_with_this_epoch_unless_it_was_claimed_ahead_or_is_recove
         n(T0): PREVIOUS_EPOCH,  # claimed ahead: as written
         n(T0 + H): EPOCH,
     }
-    assert claims.fresh == (n(T0 + H),)
+    assert claims.new == (n(T0 + H),)
     assert [f.job for f in claims.created] == [n(T0), n(T0 + H)]
 
 
@@ -145,9 +145,9 @@ def test_the_next_tick_is_claimed_ahead_unless_suspended_or_its_job_exists() -> 
 def test_a_finalized_job_being_deleted_is_released_after_its_claim_is_written() -> None:
     going = dataclasses.replace(job(T0 - H, DONE), has_finalizer=True, deleting=True)
     settled = read(SPEC, claimed(), [going])
-    assert claiming.release(settled) == ((JobToRelease(going.name, going.uid),), False)
+    assert claiming.free(settled) == claiming.Freeing((JobToFree(going.name, going.uid),), False)
     in_flight = read(SPEC, claimed(T0 - H, cursor=T0 - H), [going])
-    assert claiming.release(in_flight)[1] is True  # this write resolves that claim first
+    assert claiming.free(in_flight).needs_status is True  # this write resolves that claim first
 
 
 def test_history_keeps_the_newest_finished_jobs_and_never_one_it_is_told_to_keep() -> None:

@@ -80,3 +80,52 @@ def test_the_architecture_doc_names_every_module() -> None:
         if not named(text, module)
     ]
     assert not missing, f"docs/architecture.md does not name {missing}"
+
+
+# `room/module.symbol` (or `room/module.Class.attribute`) as the docs cite code.
+CITED = re.compile(r"`((?:core|kube|runtime|cli)(?:/\w+)+)\.(?!py\b)(\w+(?:\.\w+)?)")
+
+
+def cited_symbols(text: str) -> list[tuple[str, str]]:
+    return sorted(set(CITED.findall(text)))
+
+
+@pytest.mark.parametrize("doc", ["docs/architecture.md", "docs/workloads.md", "README.md"])
+def test_every_symbol_the_docs_cite_exists(doc: str) -> None:
+    """A doc that cites `core/deciding._prune` after `_prune` is gone misleads its reader."""
+    missing = []
+    for module, symbol in cited_symbols((REPO / doc).read_text()):
+        path = PACKAGE / f"{module}.py"
+        if not path.exists():
+            missing.append(f"{module}.{symbol} (no module {module})")
+            continue
+        tree = ast.parse(path.read_text())
+        names = (
+            {
+                node.name
+                for node in ast.walk(tree)
+                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+            }
+            | {
+                target.id
+                for node in ast.walk(tree)
+                if isinstance(node, ast.Assign | ast.AnnAssign)
+                for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
+                if isinstance(target, ast.Name)
+            }
+            | {
+                node.target.id
+                for node in ast.walk(tree)
+                if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
+            }
+        )
+        if symbol.split(".")[0] not in names:
+            missing.append(f"{module}.{symbol}")
+    assert not missing, f"{doc} cites what does not exist: {missing}"
+
+
+def test_the_symbol_check_fails_on_a_citation_of_something_gone() -> None:
+    assert cited_symbols("see `core/deciding._prune` and `kube/leases.leading`") == [
+        ("core/deciding", "_prune"),
+        ("kube/leases", "leading"),
+    ]

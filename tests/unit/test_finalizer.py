@@ -15,7 +15,7 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from punctual.core.decisions import Decision, JobToRelease, WriteDelay
+from punctual.core.decisions import Decision, JobToFree, WriteDelay
 from punctual.core.jobs import JobSnapshot, build_job
 from punctual.core.keys import FINALIZER
 from punctual.core.records import JobToDelete
@@ -57,7 +57,7 @@ def test_a_job_deleted_while_its_claim_is_in_flight_is_released_after_the_status
     status = status_body(spec, cursor=T0, in_flight=[T0])
     decision = run(schedule_body(spec, status), [held(job(T0, ACTIVE), deleting=True)], now=T0)
     assert decision.creates == ()  # seen: never created again
-    assert decision.release == (JobToRelease(n(T0), job(T0).uid),)
+    assert decision.free == (JobToFree(n(T0), job(T0).uid),)
     assert decision.status is not None
     assert n(T0) not in [c["job"] for c in decision.status.get("inFlight", [])]
     assert decision.write_delay is WriteDelay.NEVER  # the claim must be resolved in writing first
@@ -68,14 +68,14 @@ def test_a_job_deleted_after_its_firing_was_recorded_is_released_at_once() -> No
     status = status_body(spec, cursor=T0)  # nothing in flight
     finished = held(job(T0, DONE), deleting=True)
     decision = run(schedule_body(spec, status), [finished], now=T0 + 20 * M)
-    assert decision.release == (JobToRelease(n(T0), finished.uid),)
+    assert decision.free == (JobToFree(n(T0), finished.uid),)
 
 
 def test_a_held_job_that_nobody_deletes_stays_held() -> None:
     spec = spec_body()
     status = status_body(spec, cursor=T0, in_flight=[T0])
     decision = run(schedule_body(spec, status), [held(job(T0, ACTIVE))], now=T0 + M)
-    assert decision.release == ()
+    assert decision.free == ()
 
 
 def test_history_clean_up_deletes_and_releases_its_held_jobs() -> None:
@@ -93,13 +93,13 @@ async def test_the_applier_writes_the_status_before_it_releases() -> None:
     api = server(held_job("nightly-1", "u1", finalizers=["example.com/keep", FINALIZER]))
     decision = Decision(
         status={"inFlight": []},
-        release=(JobToRelease("nightly-1", "u1"),),
+        free=(JobToFree("nightly-1", "u1"),),
     )
     applied = await applier(api).apply(schedule(), decision)
     assert api.calls == [("replace", STATUS), ("patch", f"{JOBS}/nightly-1")]
     patch: Any = api.requests[-1].body
     assert patch == {"metadata": {"uid": "u1", "$deleteFromPrimitiveList/finalizers": [FINALIZER]}}
-    assert applied.released == ["nightly-1"]
+    assert applied.freed == ["nightly-1"]
     # Only our finalizer goes.
     assert api.objects[f"{JOBS}/nightly-1"]["metadata"]["finalizers"] == ["example.com/keep"]
 
@@ -108,7 +108,7 @@ async def test_a_lost_claim_releases_nothing() -> None:
     api = server(
         held_job("nightly-1", "u1", finalizers=[FINALIZER]), version="2"
     )  # the schedule was written after it was read
-    decision = Decision(status={}, release=(JobToRelease("nightly-1", "u1"),))
+    decision = Decision(status={}, free=(JobToFree("nightly-1", "u1"),))
     await applier(api).apply(schedule(), decision)
     assert api.calls == [("replace", STATUS)]
     assert api.objects[f"{JOBS}/nightly-1"]["metadata"]["finalizers"] == [FINALIZER]

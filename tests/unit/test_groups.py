@@ -60,7 +60,7 @@ def test_a_member_fires_only_within_the_groups_room(
 def test_a_tick_skipped_while_the_group_is_full_says_so_under_its_own_label() -> None:
     decision = member("Allow", Group("etl", 1, 1))
     assert not decision.creates
-    assert skips(decision) == ["concurrencyGroup etl: 1 of its 1 run held"]
+    assert skips(decision) == ["concurrencyGroup etl: 1 of its 1 run in use"]
     assert decision.skipped == ((SkipReason.CONCURRENCY_GROUP, 1),)
 
 

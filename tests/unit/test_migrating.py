@@ -341,3 +341,13 @@ async def test_when_the_look_fails_the_claim_stays_in_flight() -> None:
     applied = await applier(api).apply(migrated(), Decision(status=CLAIM, creates=(to_create(),)))
     assert applied.pending == ["nightly-1"] and applied.created == []
     assert ("create", f"{JOBS}/nightly-1") not in api.calls
+
+
+def test_a_template_name_and_null_creation_timestamp_are_not_copied() -> None:
+    """`kubectl create cronjob` writes jobTemplate.metadata {name, creationTimestamp: null};
+    neither is a field of the CronSchedule's Job template, so strict apply refused them."""
+    body = cronjob()
+    body["spec"]["jobTemplate"]["metadata"] = {"name": "made-by-kubectl", "creationTimestamp": None}
+    migration = cronschedule_from_cronjob(body)
+    assert "metadata" not in migration.manifest["spec"]["jobTemplate"]
+    assert [line.split(":")[0] for line in migration.unmapped] == ["spec.jobTemplate.metadata.name"]

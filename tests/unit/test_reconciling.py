@@ -76,18 +76,18 @@ class FakeApplier:
 
     outcomes: list[Applied | Exception] = field(default_factory=list)
     decisions: list[Decision] = field(default_factory=list)
-    released: list[tuple[str, str, str]] = field(default_factory=list)
+    freed: list[tuple[str, str, str]] = field(default_factory=list)
     group_reports: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
 
     async def group_status(self, namespace: str, group: str, status: dict[str, Any]) -> bool:
         self.group_reports.append((namespace, group, status))
         return True
 
-    async def release(
+    async def free(
         self, namespace: str, name: str, uid: str, applied: Applied, kind: WorkloadKind = JOB
     ) -> None:
-        self.released.append((namespace, name, uid))
-        applied.released.append(name)
+        self.freed.append((namespace, name, uid))
+        applied.freed.append(name)
 
     # Called while the write is in flight, after the claim and after each create (the
     # watch delivering a write's echo before the pass ends).
@@ -460,7 +460,7 @@ async def test_a_deleted_schedules_held_jobs_are_released_so_they_can_go() -> No
     world.body = {}  # then deleted
     world.applier.decisions.clear()
     assert await reconciler(KEY) is None
-    assert world.applier.released == [(NAMESPACE, n(T0), "job-uid")]
+    assert world.applier.freed == [(NAMESPACE, n(T0), "job-uid")]
     assert world.applier.decisions == []
     assert view.uids == {}
 

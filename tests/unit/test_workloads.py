@@ -316,15 +316,15 @@ async def test_creates_deletes_and_releases_go_to_the_kinds_collection() -> None
     assert patch.params["contentType"] == "application/merge-patch+json"
     assert patch.body["metadata"]["finalizers"] == ["workflows.argoproj.io/x"]
     assert patch.body["metadata"]["resourceVersion"]
-    assert applied.released == ["old"]
+    assert applied.freed == ["old"]
 
 
 async def test_release_leaves_an_object_of_another_uid_alone() -> None:
     api = FakeApi()
     api.put(f"{WF_PATH}/x", workflow("x", "u-new"))
     applied = Applied()
-    await applier(api).release(NS, "x", "u-old", applied, WORKFLOWS)
-    assert not api.of("patch") and applied.released == []
+    await applier(api).free(NS, "x", "u-old", applied, WORKFLOWS)
+    assert not api.of("patch") and applied.freed == []
 
 
 async def test_a_kinds_objects_are_indexed_judged_and_judged_again_when_the_rules_change() -> None:

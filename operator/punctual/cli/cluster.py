@@ -74,6 +74,7 @@ def add_trigger_command(subparsers: Any) -> None:
         f"at most {MAX_ENV_OVERRIDES}, values at most {MAX_ENV_VALUE} bytes); recorded with the "
         "firing and on the Job",
     )
+    _add_asking_arguments(parser)
     parser.set_defaults(handler=_trigger)
 
 
@@ -118,8 +119,7 @@ def _trigger(arguments: argparse.Namespace, context: Context) -> int:
         # The name again, plain, where the triggers admission policy compares it with the
         # caller (crds/triggers.punctual.dev.yaml); a name it refuses is not written.
         named = {ANNOTATION_TRIGGERED_BY: asked.triggered_by} if asked.triggered_by else {}
-        patch = {"metadata": {"annotations": {ANNOTATION_TRIGGER: asked.annotation(), **named}}}
-        return await api.patch(path, patch)
+        return await _ask(api, path, arguments, ANNOTATION_TRIGGER, asked.annotation(), named)
 
     done = _on_schedule(arguments, context, ask)
     if done is None:
@@ -130,7 +130,70 @@ def _trigger(arguments: argparse.Namespace, context: Context) -> int:
         f"cronschedule {meta['namespace']}/{meta['name']} triggered{who} (request {request})",
         file=context.stdout,
     )
+    _say_taken(arguments, done, context)
     return 0
+
+
+def _add_asking_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--no-wait",
+        action="store_true",
+        help="return once the request is written, without waiting for the operator to take it "
+        "(a request is still never written over one the operator has not taken)",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="how long to wait for an earlier request to be taken, and then for this one "
+        "(default 30)",
+    )
+
+
+async def _ask(
+    api: KubeClient,
+    path: str,
+    arguments: argparse.Namespace,
+    annotation: str,
+    value: str,
+    also: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """Write a request by annotation (`kube.asking`): never over one not yet taken, and
+    followed until taken unless --no-wait. The schedule as last read, with
+    `_taken` set to whether status shows the request taken."""
+    from punctual.clocks import EventLoopSleeper, monotonic
+    from punctual.kube.asking import ask
+
+    asked = await ask(
+        api,
+        path,
+        annotation,
+        value,
+        also=also,
+        follow=not arguments.no_wait,
+        timeout=arguments.timeout,
+        sleeper=EventLoopSleeper(),
+        monotonic=monotonic,
+    )
+    return {**asked.body, _TAKEN: asked.taken}
+
+
+_TAKEN = "_taken"  # set on the body `_ask` returns: not a field of any object
+
+
+def _say_taken(arguments: argparse.Namespace, done: Mapping[str, Any], context: Context) -> None:
+    """After a request's line: whether the operator took it, when the CLI waited."""
+    if arguments.no_wait:
+        return
+    if done.get(_TAKEN):
+        print("taken by the operator", file=context.stdout)
+    else:
+        print(
+            f"punctual: written, but the operator has not taken it within {arguments.timeout:g} s "
+            "(is it running?); it stays asked",
+            file=context.stderr,
+        )
 
 
 def new_request_id() -> str:
@@ -157,6 +220,7 @@ def _on_schedule(
 ) -> dict[str, Any] | None:
     """Run `action(api, path)` on the CronSchedule NAME; None (said why) if it failed."""
     from punctual.kube.applying import schedule_path
+    from punctual.kube.asking import NotAsked
     from punctual.kube.client import ApiError, KubeClient, NotFound
     from punctual.kube.credentials import load_credentials
 
@@ -175,6 +239,8 @@ def _on_schedule(
         return asyncio.run(run())
     except NotFound:
         print(f"punctual: cronschedule {namespace}/{arguments.name} not found", file=context.stderr)
+    except NotAsked as error:
+        print(f"punctual: not asked: {error}", file=context.stderr)
     except ApiError as error:
         print(f"punctual: {error}", file=context.stderr)
     return None
@@ -251,6 +317,7 @@ def add_resume_command(subparsers: Any) -> None:
         "missedRunPolicy. The spec is not edited. A schedule that is not paused is unchanged.",
     )
     _add_schedule_arguments(parser)
+    _add_asking_arguments(parser)
     parser.set_defaults(handler=_resume)
 
 
@@ -258,21 +325,27 @@ def _resume(arguments: argparse.Namespace, context: Context) -> int:
     from punctual.core.keys import ANNOTATION_RESUME
 
     request = new_request_id()
-    patch = {"metadata": {"annotations": {ANNOTATION_RESUME: request}}}
-    done = _on_schedule(arguments, context, lambda api, path: api.patch(path, patch))
+    paused: list[Any] = []
+
+    async def resume(api: KubeClient, path: str) -> dict[str, Any]:
+        before = await api.get(path)
+        paused.extend(
+            c
+            for c in (before.get("status") or {}).get("conditions") or []
+            if c.get("type") == "Paused" and c.get("status") == "True"
+        )
+        return await _ask(api, path, arguments, ANNOTATION_RESUME, request)
+
+    done = _on_schedule(arguments, context, resume)
     if done is None:
         return 1
     meta = done["metadata"]
-    paused = [
-        c
-        for c in (done.get("status") or {}).get("conditions") or []
-        if c.get("type") == "Paused" and c.get("status") == "True"
-    ]
     state = "was paused; resuming" if paused else "was not paused; nothing to resume"
     print(
         f"cronschedule {meta['namespace']}/{meta['name']} {state} (request {request})",
         file=context.stdout,
     )
+    _say_taken(arguments, done, context)
     return 0
 
 
@@ -306,6 +379,7 @@ def add_backfill_command(subparsers: Any) -> None:
         "attempt Failed, as status.recentFirings records it), once, as its next attempt "
         "(`punctual history --failed` lists them)",
     )
+    _add_asking_arguments(parser)
     parser.set_defaults(handler=_backfill)
 
 
@@ -332,8 +406,10 @@ def _backfill(arguments: argparse.Namespace, context: Context) -> int:
         return 2
     if arguments.dry_run:
         return _backfill_dry_run(arguments, problem, context)
-    patch = {"metadata": {"annotations": {ANNOTATION_BACKFILL: json.dumps(request)}}}
-    done = _on_schedule(arguments, context, lambda api, path: api.patch(path, patch))
+    value = json.dumps(request)
+    done = _on_schedule(
+        arguments, context, lambda api, path: _ask(api, path, arguments, ANNOTATION_BACKFILL, value)
+    )
     if done is None:
         return 1
     meta = done["metadata"]
@@ -347,6 +423,7 @@ def _backfill(arguments: argparse.Namespace, context: Context) -> int:
         " follow it with `punctual history`",
         file=context.stdout,
     )
+    _say_taken(arguments, done, context)
     return 0
 
 
@@ -368,8 +445,12 @@ def _rerun_failed(arguments: argparse.Namespace, request: dict[str, Any], contex
             print(f"punctual: --failed needs {flag} as an RFC 3339 time", file=context.stderr)
             return 2
     request.update({"from": arguments.start, "to": arguments.end})
-    patch = {"metadata": {"annotations": {ANNOTATION_RERUN_FAILED: json.dumps(request)}}}
-    done = _on_schedule(arguments, context, lambda api, path: api.patch(path, patch))
+    written = json.dumps(request)
+    done = _on_schedule(
+        arguments,
+        context,
+        lambda api, path: _ask(api, path, arguments, ANNOTATION_RERUN_FAILED, written),
+    )
     if done is None:
         return 1
     meta = done["metadata"]
@@ -379,6 +460,7 @@ def _rerun_failed(arguments: argparse.Namespace, request: dict[str, Any], contex
         "follow it with `punctual history`",
         file=context.stdout,
     )
+    _say_taken(arguments, done, context)
     return 0
 
 

@@ -26,6 +26,8 @@ from typing import Final
 
 from pydantic import Field, ValidationError
 
+from punctual.core import admitting
+from punctual.core.groups import Group
 from punctual.core.keys import ANNOTATION_BACKFILL
 from punctual.core.models import (
     Backfill,
@@ -129,16 +131,16 @@ def advance(
     source: TickSource,
     *,
     already: Callable[[datetime], bool],
-    running: int,
+    room: int,
     now: datetime,
 ) -> Step:
-    """One batch: the next ticks of the range, oldest first; those `already` done are
-    counted as skipped. Forbid takes one at a time and only while nothing runs."""
+    """One batch of at most `room` ticks (`admitting`; and at most BATCH, the pace), the
+    next of the range, oldest first; those `already` done are counted as skipped."""
     if backfill.state is not BackfillState.RUNNING:
         return Step(backfill)
     assert backfill.start is not None and backfill.to is not None
     cursor = backfill.cursor or backfill.start - _US
-    room = BATCH if backfill.overlap is ConcurrencyPolicy.ALLOW else (0 if running else 1)
+    room = min(room, BATCH)
     ticks: list[datetime] = []
     skipped = 0
     while len(ticks) < room:
@@ -190,6 +192,7 @@ def backfill(
     creates: Sequence[Candidate],
     *,
     now: datetime,
+    group: Group | None = None,
 ) -> Batch:
     """The next batch of a backfill, taken into one decision: a new request starts, a
     cancel stops, a running one advances. Ticks already done are never created again."""
@@ -217,8 +220,16 @@ def backfill(
         name = job_name(schedule.name, tick)
         return name in schedule.by_name or name in recorded or covers(old, tick)
 
-    running = len(schedule.live) + len(creates)
-    step = advance(current, source, already=already, running=running, now=now)
+    # Fills wait for room like any run (`admitting`): Allow within maxConcurrent and the
+    # group, Forbid one at a time while nothing else runs.
+    allow = current.overlap is ConcurrencyPolicy.ALLOW
+    room = admitting.room(
+        current.overlap,
+        spec.max_concurrent if allow else None,
+        running=len(schedule.live) + len(creates),
+        group=group,
+    ).free
+    step = advance(current, source, already=already, room=room, now=now)
     if step.note:
         notes.append(EventNote("Normal", "Backfill", step.note))
     fills = tuple(

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from punctual.core.decisions import JobToRelease
+from punctual.core.decisions import JobToFree
 from punctual.core.jobs import JobSnapshot, JobState, manual_job_name
 from punctual.core.keys import ANNOTATION_TRIGGER, ANNOTATION_TRIGGERED_BY
 from punctual.core.models import CronScheduleSpec, FiringOutcome, InFlightClaim, RecordedFiring
@@ -87,7 +87,7 @@ def gather(
     verified_triggers: bool = False,
 ) -> Gathered:
     """Recover the claims in flight, take the due ticks and a manual trigger."""
-    in_flight, recovering = _recover(schedule, ahead)
+    recovered = _recover(schedule, ahead)
     cursor = schedule.old.last_scheduled_time
     fired = [
         RecordedFiring(tick=c.tick, job=c.job, outcome=FiringOutcome.CREATED, epoch=c.epoch)
@@ -104,13 +104,24 @@ def gather(
         fired.append(
             RecordedFiring(tick=tick, job=name, outcome=FiringOutcome.CREATED, epoch=claimed)
         )
-    trigger, notes = _manual_trigger(schedule, now, verified_triggers)
-    return Gathered(in_flight, recovering, tuple(due), trigger, tuple(fired), notes)
+    asked = _manual_trigger(schedule, now, verified_triggers)
+    return Gathered(
+        recovered.in_flight,
+        recovered.recovering,
+        tuple(due),
+        asked.candidate,
+        tuple(fired),
+        asked.notes,
+    )
 
 
-def _recover(
-    schedule: ScheduleRead, ahead: Ahead
-) -> tuple[tuple[InFlightClaim, ...], tuple[Candidate, ...]]:
+@dataclass(frozen=True, slots=True)
+class _Recovered:
+    in_flight: tuple[InFlightClaim, ...]  # written claims whose Job is not seen yet
+    recovering: tuple[Candidate, ...]  # their Jobs, created again
+
+
+def _recover(schedule: ScheduleRead, ahead: Ahead) -> _Recovered:
     """Claims in flight whose Job is not seen: created again (the claim was written, the
     create may not have happened: a crash, a 5xx). Seen ones are resolved."""
     in_flight: list[InFlightClaim] = []
@@ -130,12 +141,18 @@ def _recover(
         kind = FiringKind.BACKFILL if claim.backfill else kind
         asked = _asked(schedule, request)
         recovering.append(Candidate(claim.job, claim.tick, manual, request, kind, asked))
-    return tuple(in_flight), tuple(recovering)
+    return _Recovered(tuple(in_flight), tuple(recovering))
+
+
+@dataclass(frozen=True, slots=True)
+class _Trigger:
+    candidate: Candidate | None = None  # the manual trigger to fire, if any
+    notes: tuple[EventNote, ...] = ()
 
 
 def _manual_trigger(
     schedule: ScheduleRead, now: datetime, verified_triggers: bool = False
-) -> tuple[Candidate | None, tuple[EventNote, ...]]:
+) -> _Trigger:
     """A trigger annotation with a request id not seen before fires once, now (see
     `triggers` for its two spellings). One that cannot be honoured is reported once.
     With `verified_triggers` (the triggers admission policy is in force), the name the
@@ -144,17 +161,17 @@ def _manual_trigger(
     value = schedule.annotations.get(ANNOTATION_TRIGGER)
     last = schedule.old.last_trigger
     if not value or last in (value, request_id(value)):  # the raw value: an older operator's
-        return None, ()
+        return _Trigger()
     try:
         asked = parse_trigger(value)
     except TriggerError as error:
-        return None, (EventNote("Warning", "InvalidTrigger", str(error)),)
+        return _Trigger(notes=(EventNote("Warning", "InvalidTrigger", str(error)),))
     checked = schedule.annotations.get(ANNOTATION_TRIGGERED_BY)
     if verified_triggers and asked.triggered_by is not None and checked == asked.triggered_by:
         asked = dataclasses.replace(asked, verified=True)
     note = EventNote("Normal", "Triggered", f"Manual trigger {asked.describe()}")
     name = manual_job_name(schedule.name, asked.request)
-    return Candidate(name, now, True, asked.request, FiringKind.MANUAL, asked), (note,)
+    return _Trigger(Candidate(name, now, True, asked.request, FiringKind.MANUAL, asked), (note,))
 
 
 def handled_trigger(schedule: ScheduleRead) -> str | None:
@@ -181,7 +198,7 @@ class Claims:
     """The claims this decision writes, and the firings it records for its creates."""
 
     in_flight: tuple[InFlightClaim, ...]
-    fresh: tuple[str, ...]  # Jobs whose claim is new in this write
+    new: tuple[str, ...]  # Jobs whose claim is new in this write
     created: tuple[RecordedFiring, ...]
 
 
@@ -239,18 +256,27 @@ def claim_next(
     if upcoming in schedule.by_name or any(c.job == upcoming for c in claims.in_flight):
         return claims
     claimed = ahead.get(upcoming) or InFlightClaim(tick=plan.next_tick, job=upcoming, epoch=epoch)
-    return Claims((*claims.in_flight, claimed), claims.fresh, claims.created)
+    return Claims((*claims.in_flight, claimed), claims.new, claims.created)
 
 
-def release(schedule: ScheduleRead) -> tuple[tuple[JobToRelease, ...], bool]:
+@dataclass(frozen=True, slots=True)
+class Freeing:
+    """Jobs being deleted whose finalizer (ours) may go, and whether this decision's
+    status must be written before it does."""
+
+    jobs: tuple[JobToFree, ...]
+    needs_status: bool  # one of them is still in flight as written
+
+
+def free(schedule: ScheduleRead) -> Freeing:
     """Jobs with our finalizer that are being deleted (by a person, a TTL, garbage
     collection): their finalizer goes once their firing is recorded in the written
-    status. True when one of them is still in flight as written: this decision's status,
-    which resolves that claim (the Job is seen), must be written first."""
+    status. `needs_status` when one of them is still in flight as written: this
+    decision's status, which resolves that claim (the Job is seen), must be written first."""
     going = [j for j in schedule.ours if j.has_finalizer and j.deleting]
     written_claims = {c.job for c in schedule.old.in_flight}
-    released = tuple(JobToRelease(j.name, j.uid, j.kind) for j in going)
-    return released, any(j.name in written_claims for j in going)
+    freed = tuple(JobToFree(j.name, j.uid, j.kind) for j in going)
+    return Freeing(freed, any(j.name in written_claims for j in going))
 
 
 def due_by(

@@ -4,24 +4,18 @@ Why it exists: everything Punctual does to a schedule follows from (the schedule
 last read, its Jobs, the API server's time, the leader's epoch). `decide` is that
 function, pure, so that every policy (missed ticks, concurrency, manual triggers,
 history, in-flight recovery, status and conditions) is tested without a cluster. The
-shell (`kube.applying`, which numbers its own steps) applies a Decision (`decisions`)
-in the order that keeps the invariants:
-
-- write `status` with the schedule's resourceVersion as precondition (the claim:
-  cursor moved, new ticks recorded in `inFlight`); a 409 means someone else wrote
-  first, and the whole Decision is dropped and made again from fresh state;
-- then delete the Jobs that `replace` names (concurrencyPolicy Replace);
-- then create `creates` (a 409 AlreadyExists from a Job we own means done);
-- then delete `prune` (history), never the Job of a tick still in flight.
+shell (`kube.applying`) applies the Decision in the order that keeps the invariants,
+written once in `decisions.Decision`.
 
 This module is the outline of a decision, read top to bottom: its steps are numbered 1
 to 12 once, across `decide`, `_rules` and `_decision`. Each step is a rule in a module
-of its own that returns a frozen record: `claiming` (claims in flight, due ticks, a
-manual trigger, the claims written), `pausing` (suspension, pauseOnFailure,
-FreezeWindows), `overlapping` (concurrencyPolicy), `backfilling`, `finishing` (endTime,
-maxRuns), `succeeding` (successDeadlineSeconds). `status` turns the records into the
-status write, the Events and the metric labels; `delaying` says whether that write may
-wait.
+of its own that returns a frozen record: `reading` (the spec), `claiming` (claims in
+flight, due ticks, a manual trigger, the claims written), `pausing` (suspension,
+pauseOnFailure, FreezeWindows), `overlapping` (concurrencyPolicy), `backfilling`,
+`retrying`, `finishing` (endTime, maxRuns), `succeeding` (successDeadlineSeconds),
+`pending` (runs stuck pending); every run they start is admitted against one room
+(`admitting`). `status` turns the records into the status write, the Events and the
+metric labels; `delaying` says whether that write may wait.
 
 What it must never do: talk to the API server, read the clock, or decide anything
 for a tick at or before the cursor (the planner guarantees that; in-flight claims are
@@ -36,8 +30,6 @@ from datetime import datetime, timedelta
 from types import MappingProxyType
 from typing import Any, Final
 
-from pydantic import ValidationError
-
 from punctual.core import (
     backfilling,
     claiming,
@@ -51,23 +43,16 @@ from punctual.core import (
     status,
     succeeding,
 )
-from punctual.core.calendars import Known, with_calendars
-from punctual.core.completion import CompletionError, compile_rules
+from punctual.core.calendars import Known
 from punctual.core.decisions import Decision, Leadership, WriteDelay
 from punctual.core.freezing import Freeze, FreezeAction, freeze_over
 from punctual.core.groups import Group
 from punctual.core.jobs import JobSnapshot
-from punctual.core.models import (
-    CronScheduleSpec,
-    InFlightClaim,
-    describe_error,
-    dump_status,
-)
+from punctual.core.models import CronScheduleSpec, InFlightClaim, dump_status
 from punctual.core.naming import job_name
-from punctual.core.planning import TickPlan, plan_ticks, schedule_fingerprint
-from punctual.core.records import EventNote, ScheduleRead
-from punctual.core.stamping import clashes, describe_clashes
-from punctual.core.times import parse_time
+from punctual.core.planning import TickPlan, plan_ticks
+from punctual.core.reading import clash, read_spec
+from punctual.core.records import ScheduleRead
 from punctual.core.workloads import JOBS_ONLY, Served, WorkloadKind
 
 # How soon to look again at a schedule whose claims are not yet seen as Jobs.
@@ -97,37 +82,15 @@ def decide(
     schedule = ScheduleRead.from_body(body, jobs)
     old = schedule.old
 
-    # 1. Read the spec, and the kind it creates; an invalid one is reported in status
-    #    and Events, never raised. A fingerprint no valid spec has is written, so that
-    #    any fix is an edit: the cursor moves to now then, and no tick of the invalid
-    #    period fires (nor a kind's, when its CustomResourceDefinition comes later).
-    # (Computed only then: building it took a sixth of a herd's CPU when it was done for
-    # every valid spec too, in pydantic's model_construct.)
-    def keep() -> dict[str, str]:
-        return {"schedule_fingerprint": "invalid-" + _raw_fingerprint(body.get("spec") or {})}
-
-    try:
-        spec = CronScheduleSpec.model_validate(body.get("spec") or {})
-    except ValidationError as error:
-        return _invalid(schedule, describe_error(error), now=now, updates=keep())
-    kind = served.resolve(
-        None if spec.workload_template is None else body["spec"]["workloadTemplate"]
-    )
-    if isinstance(kind, str):
-        return _invalid(schedule, kind, now=now, updates=keep())
-    if served.waits(kind):  # its objects are not all known yet: not before
+    # 1. Read the spec and the kind it creates (`reading`): an invalid one is reported in
+    #    status and Events, never raised, and no tick of the invalid period fires.
+    read = read_spec(body, served, calendars)
+    if read.wait:  # its objects are not all known yet: not before
         return Decision(status=None, next_wake=now + IN_FLIGHT_RECHECK)
-    try:
-        if spec.completion is not None:
-            compile_rules(spec.completion.succeeded, spec.completion.failed)
-    except CompletionError as error:
-        return _invalid(schedule, error.message, now=now, updates=keep())
-    # Its Calendars' entries join spec.exclude; one missing or unusable holds it (the
-    # invalid fingerprint again: once it is there, the cursor moves to now).
-    folded = with_calendars(spec, calendars)
-    if isinstance(folded, str):
-        return _invalid(schedule, folded, now=now, updates=keep())
-    spec = folded
+    if read.spec is None or read.kind is None:
+        updates = {"schedule_fingerprint": read.fingerprint}
+        return _invalid(schedule, str(read.invalid), now=now, updates=updates)
+    spec, kind = read.spec, read.kind
     # 2. What stops firing for a while: a pause after failures, FreezeWindows (a Defer
     #    window plans like a pause, and wakes the schedule when it ends).
     pause = pausing.pause(schedule, spec)
@@ -157,17 +120,9 @@ def decide(
         wake = min(filter(None, [plan.next_wake, defer_window[1]]))
         plan = dataclasses.replace(plan, next_wake=wake)
     outcome = _rules(
-        schedule,
-        spec,
-        plan,
-        pause,
-        frozen,
-        ahead,
-        now=now,
-        leadership=leadership,
-        group=group,
-        verified_triggers=verified_triggers,
-    )
+        schedule, spec, plan, pause, frozen, ahead,
+        now=now, leadership=leadership, group=group, verified_triggers=verified_triggers,
+    )  # fmt: skip
     return _decision(body, spec, outcome, ahead, now=now, leadership=leadership, kind=kind)
 
 
@@ -191,8 +146,7 @@ def _rules(
     gathered = claiming.gather(
         schedule, plan, ahead, epoch=epoch, now=now, verified_triggers=verified_triggers
     )
-    shared = None if group is None else group.room(len(schedule.live))
-    retries = retrying.retries(spec, schedule, now=now, room=shared)
+    retries = retrying.retries(spec, schedule, now=now, group=group)
     # 5. A Skip freeze window skips the due ticks inside it.
     freezing = pausing.freeze(gathered.due, frozen, now)
     # 6. The concurrency policy chooses among the rest (recovered claims always go).
@@ -208,7 +162,7 @@ def _rules(
         spec, schedule, wanted, recovering=recovering, now=now, group=group
     )
     # 7. A backfill adds its next batch.
-    batch = backfilling.backfill(schedule, spec, overlap.creates, now=now)
+    batch = backfilling.backfill(schedule, spec, overlap.creates, now=now, group=group)
     # 8. Claim what is created; count the runs under maxRuns; claim the next tick ahead.
     claims = claiming.claim((*overlap.creates, *batch.fills), gathered, ahead, epoch=epoch)
     runs = finishing.count_runs(spec, schedule.old, plan, (*gathered.fired, *claims.created))
@@ -236,7 +190,7 @@ def _rules(
         batch=batch,
         claims=claims,
         standing=standing,
-        clash=_clash(schedule, spec),
+        clash=clash(schedule, spec),
         retries=retries,
         last_trigger=claiming.handled_trigger(schedule),
         installation=leadership.installation,
@@ -270,21 +224,21 @@ def _decision(
     written = status.build(outcome, now=now)
     # 11. Whether the write may wait, and which Jobs being deleted may let go.
     new_status = dump_status(written.status)
-    release, release_needs_status = claiming.release(schedule)
+    freeing = claiming.free(schedule)
     write_delay = delaying.classify(
         schedule.old,
         new_status,
         in_flight=claims.in_flight,
         fences=bool(
-            claims.fresh or overlap.replaced or written.events or plan.missed or plan.skipped
+            claims.new or overlap.replaced or written.events or plan.missed or plan.skipped
         ),
         prune=prune,
         over_ahead=all(job_name(schedule.name, d.tick) in ahead for d in plan.due),
     )
     # 12. When to look again: the next tick, unresolved claims, the rules' deadlines.
-    fail, pending_wake = pending.stuck(spec, schedule, now=now)
+    stuck = pending.stuck(spec, schedule, now=now)
     wakes = (
-        pending_wake,
+        stuck.wake,
         outcome.retries.wake,
         overlap.deadline,
         outcome.standing.freshness.wake if outcome.standing.freshness else None,
@@ -292,7 +246,7 @@ def _decision(
     )
     return Decision(
         status=None if new_status == dump_status(schedule.old) else new_status,
-        write_delay=WriteDelay.NEVER if release_needs_status else write_delay,
+        write_delay=WriteDelay.NEVER if freeing.needs_status else write_delay,
         replace=overlap.replaced,
         creates=tuple(
             creating.job_to_create(
@@ -308,8 +262,8 @@ def _decision(
             for c in creates
         ),
         prune=prune,
-        release=release,
-        fail=fail,
+        free=freeing.jobs,
+        fail=stuck.fail,
         events=written.events,
         missed=sum(f.count for f in plan.missed),
         skipped=written.skipped,
@@ -332,18 +286,6 @@ def _invalid(
     return Decision(status=dump_status(new) if changed else None, events=events)
 
 
-def _clash(schedule: ScheduleRead, spec: CronScheduleSpec) -> EventNote | None:
-    """A jobTemplate that sets one of Punctual's variables itself keeps its value, and
-    says so in one Warning Event per generation of the schedule: in the decision that
-    first writes that generation as status.observedGeneration. That write is fenced,
-    so the Event is posted once across leaders and restarts, at no write of its own;
-    an edit reports it again, while Events expire (an hour, by default)."""
-    if schedule.old.observed_generation == schedule.generation:
-        return None
-    found = clashes(spec.job_template)
-    return EventNote("Warning", "EnvironmentClash", describe_clashes(found)) if found else None
-
-
 def _next_wake(
     plan: TickPlan, in_flight: Sequence[InFlightClaim], now: datetime, *deadlines: datetime | None
 ) -> datetime | None:
@@ -353,21 +295,3 @@ def _next_wake(
     if any(c.tick <= now for c in in_flight):
         wakes.append(now + IN_FLIGHT_RECHECK)
     return min(wakes, default=None)
-
-
-def _raw_fingerprint(raw: Mapping[str, Any]) -> str:
-    """The fingerprint of a spec that fails validation, from the fields that decide ticks."""
-    run_at = raw.get("runAt")
-    try:
-        when = parse_time(run_at) if isinstance(run_at, str) else None
-    except ValueError:
-        when = None
-    jitter = raw.get("jitterSeconds")
-    return schedule_fingerprint(
-        CronScheduleSpec.model_construct(
-            schedule=raw.get("schedule") if isinstance(raw.get("schedule"), str) else None,
-            run_at=when,
-            time_zone=str(raw.get("timeZone", "UTC")),
-            jitter_seconds=jitter if isinstance(jitter, int) else 0,
-        )
-    )

@@ -45,7 +45,7 @@ class JobToCreate:
 
 
 @dataclass(frozen=True, slots=True)
-class JobToRelease:
+class JobToFree:
     """A Job with our finalizer, being deleted, whose firing the written status records
     (or will, once this Decision's status is written): its finalizer may go."""
 
@@ -66,13 +66,26 @@ class JobToFail:
 
 @dataclass(frozen=True, slots=True)
 class Decision:
-    """What the shell applies, in order: status (fenced), replace, creates, prune."""
+    """What the shell applies (`kube.applying.Applier.apply`), in this order, the one
+    place it is written (the other docs link here):
+
+    1. `status`, written with the schedule's resourceVersion as precondition: the claim
+       (cursor moved, new ticks in `inFlight`). A 409 means someone else wrote first:
+       nothing more of this Decision is done; it is made again from a fresh read.
+    2. `replace`: the running Jobs Replace supersedes are deleted.
+    3. `creates` (a 409 AlreadyExists from a Job we own means done); a create refused for
+       good is settled in status (`settling`).
+    4. `fail`: Jobs stuck pending are failed, and say why.
+    5. `prune`: history clean-up, never the Job of a tick still in flight.
+    6. `release`: our finalizer leaves Jobs being deleted whose firing status records.
+    7. `events`, best effort, off the firing path.
+    """
 
     status: dict[str, Any] | None
     replace: tuple[JobToDelete, ...] = ()
     creates: tuple[JobToCreate, ...] = ()
     prune: tuple[JobToDelete, ...] = ()
-    release: tuple[JobToRelease, ...] = ()
+    free: tuple[JobToFree, ...] = ()
     fail: tuple[JobToFail, ...] = ()  # stuck pending past spec.pendingTimeoutSeconds
     events: tuple[EventNote, ...] = ()
     next_wake: datetime | None = None
@@ -102,7 +115,7 @@ class Decision:
             or self.replace
             or self.creates
             or self.prune
-            or self.release
+            or self.free
             or self.fail
         )
 

@@ -38,17 +38,17 @@ class Group:
 
     name: str
     limit: int  # runs among all members at once: 1 (a mutex) or the object's maxConcurrent
-    held: int  # runs the other members hold: running, or claimed and not yet seen
+    occupied: int  # runs of the other members: running, or claimed and not yet seen
     waiting_since: datetime | None = None  # the oldest tick another member waits with
 
     def room(self, running: int) -> int:
         """How many more runs this member may start, holding `running` itself."""
-        return max(0, self.limit - self.held - running)
+        return max(0, self.limit - self.occupied - running)
 
     def message(self, running: int) -> str:
         return (
-            f"concurrencyGroup {self.name}: {self.held + running} of its {self.limit} "
-            f"{'run' if self.limit == 1 else 'runs'} held"
+            f"concurrencyGroup {self.name}: {self.occupied + running} of its {self.limit} "
+            f"{'run' if self.limit == 1 else 'runs'} in use"
         )
 
 

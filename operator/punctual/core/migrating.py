@@ -125,16 +125,23 @@ def cronschedule_from_cronjob(cronjob: Mapping[str, Any]) -> Migration:
     if zone is not None:
         spec["timeZone"] = zone
     template = source.get("jobTemplate") or {}
+    template_meta = template.get("metadata") or {}
+    # Only what a Job template's metadata keeps in a CronSchedule: its labels and
+    # annotations (`kubectl create cronjob` writes a name and a null creationTimestamp
+    # there, fields the CronSchedule's schema does not have and strict apply refuses).
+    kept_meta = {k: template_meta[k] for k in ("labels", "annotations") if template_meta.get(k)}
     spec["jobTemplate"] = {
-        key: template[key] for key in ("metadata", "spec") if template.get(key) is not None
+        **({"metadata": kept_meta} if kept_meta else {}),
+        **({"spec": template["spec"]} if template.get("spec") is not None else {}),
     }
     _check(spec, name)
 
     unmapped = []
     for field in sorted(set(source) - set(SHARED_FIELDS) - {"schedule", "jobTemplate"}):
         unmapped.append(f"spec.{field}: not a CronJob field Punctual knows; not copied")
-    template_meta = template.get("metadata") or {}
-    for field in sorted(set(template_meta) - {"labels", "annotations"}):
+    for field in sorted(k for k, v in template_meta.items() if v is not None):
+        if field in ("labels", "annotations"):
+            continue
         unmapped.append(
             f"spec.jobTemplate.metadata.{field}: not copied (Punctual names and owns its Jobs)"
         )

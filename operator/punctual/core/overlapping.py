@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+from punctual.core import admitting
 from punctual.core.groups import Group
 from punctual.core.jobs import JobSnapshot
 from punctual.core.models import BufferedTick, ConcurrencyPolicy, CronScheduleSpec
@@ -95,97 +96,56 @@ def concurrency(
     limit: int | None = None,
     group: Group | None = None,
 ) -> Overlap:
-    """Allow, Forbid, Replace: which candidates to create, and which running Jobs
-    Replace deletes first."""
-    if group is not None and wanted and policy is not ConcurrencyPolicy.REPLACE:
-        return _grouped(policy, wanted, live, recovering=recovering, limit=limit, group=group)
-    if limit is not None and wanted:
-        return _limited(policy, wanted, live, recovering=recovering, limit=limit)
-    if policy is ConcurrencyPolicy.ALLOW or not wanted:
-        return Overlap(tuple(wanted))
+    """Allow, Forbid, Replace: which candidates to create (the oldest that fit the room,
+    `admitting`), which to skip, and which running Jobs Replace deletes first."""
     # Claims being recovered were decided before; they are created whatever the policy.
     recovered = tuple(c for c in wanted if c.job in recovering)
     fresh = [c for c in wanted if c.job not in recovering]
     if not fresh:
-        return Overlap(recovered)
-    if policy is ConcurrencyPolicy.FORBID:
+        return Overlap(tuple(wanted))
+    held = len(live) + len(recovered)
+    if policy is ConcurrencyPolicy.REPLACE:
+        return _replace(fresh, recovered, live, held=held, limit=limit or 1)
+    space = admitting.room(policy, limit, running=held, group=group)
+    chosen = {c.job for c in fresh[: space.free]}
+    if space.by_group:
+        assert group is not None
+        reason, message = SkipReason.CONCURRENCY_GROUP, group.message(held)
+    elif limit is not None:
+        reason = SkipReason.MAX_CONCURRENT
+        message = f"maxConcurrent {limit}: {held} runs of this schedule still run"
+    else:  # Forbid, one at a time
         running = [j.name for j in live] + [c.job for c in recovered]
-        chosen = () if running else (fresh[0],)
         blocker = running[0] if running else fresh[0].job
         what = live[0].kind.kind if live else "Job"  # a claim in flight: named as a Job
-        message = f"concurrencyPolicy Forbid: {what} {blocker} still runs"
-        skips = tuple(Skip(c, SkipReason.FORBID, message) for c in fresh[len(chosen) :])
-        return Overlap((*recovered, *chosen), skips=skips)
-    # Replace: the newest candidate replaces everything running.
-    newest = max(fresh, key=lambda c: c.tick)
-    message = f"concurrencyPolicy Replace: superseded by {newest.job}"
-    skips = tuple(Skip(c, SkipReason.REPLACE, message) for c in fresh if c.job != newest.job)
-    replaced = tuple(
-        JobToDelete(j.name, j.uid, f"replaced by {newest.job}", j.has_finalizer, j.kind)
-        for j in live
-    )
-    return Overlap((*recovered, newest), replaced=replaced, skips=skips)
+        reason, message = (
+            SkipReason.FORBID,
+            f"concurrencyPolicy Forbid: {what} {blocker} still runs",
+        )
+    skips = tuple(Skip(c, reason, message) for c in fresh[space.free :])
+    return Overlap(tuple(c for c in wanted if c.job in recovering or c.job in chosen), skips=skips)
 
 
-def _limited(
-    policy: ConcurrencyPolicy,
-    wanted: Sequence[Candidate],
+def _replace(
+    fresh: Sequence[Candidate],
+    recovered: Sequence[Candidate],
     live: Sequence[JobSnapshot],
     *,
-    recovering: frozenset[str],
+    held: int,
     limit: int,
 ) -> Overlap:
-    """Allow, Forbid or Replace under spec.maxConcurrent: at most `limit` runs at once.
-    Allow and Forbid create the oldest candidates that fit and skip the rest; Replace
-    creates the newest and deletes the oldest runs that would be one too many."""
-    recovered = tuple(c for c in wanted if c.job in recovering)
-    fresh = [c for c in wanted if c.job not in recovering]
-    running = len(live) + len(recovered)
-    if policy is ConcurrencyPolicy.REPLACE and fresh:
-        newest = max(fresh, key=lambda c: c.tick)
-        message = f"concurrencyPolicy Replace: superseded by {newest.job}"
-        skips = tuple(Skip(c, SkipReason.REPLACE, message) for c in fresh if c is not newest)
-        oldest = sorted(live, key=lambda j: (j.tick or j.created or _EPOCH, j.name))
-        excess = max(0, running + 1 - limit)
-        replaced = tuple(
-            JobToDelete(j.name, j.uid, f"replaced by {newest.job}", j.has_finalizer, j.kind)
-            for j in oldest[:excess]
-        )
-        return Overlap((*recovered, newest), replaced=replaced, skips=skips)
-    room = max(0, limit - running)
-    message = f"maxConcurrent {limit}: {running} runs of this schedule still run"
-    skips = tuple(Skip(c, SkipReason.MAX_CONCURRENT, message) for c in fresh[room:])
-    return Overlap((*recovered, *fresh[:room]), skips=skips)
-
-
-def _grouped(
-    policy: ConcurrencyPolicy,
-    wanted: Sequence[Candidate],
-    live: Sequence[JobSnapshot],
-    *,
-    recovering: frozenset[str],
-    limit: int | None,
-    group: Group,
-) -> Overlap:
-    """Allow or Forbid in a concurrency group: the oldest candidates that fit both the
-    schedule's own room (maxConcurrent; Forbid: one at a time) and the group's."""
-    recovered = tuple(c for c in wanted if c.job in recovering)
-    fresh = [c for c in wanted if c.job not in recovering]
-    running = len(live) + len(recovered)
-    own = limit if limit is not None else (1 if policy is ConcurrencyPolicy.FORBID else None)
-    own_room = None if own is None else max(0, own - running)
-    shared = group.room(running)
-    if own_room is not None and own_room < shared:
-        room, reason = own_room, SkipReason.MAX_CONCURRENT if limit else SkipReason.FORBID
-        message = (
-            f"maxConcurrent {limit}: {running} runs of this schedule still run"
-            if limit
-            else f"concurrencyPolicy Forbid: {running} run of this schedule still runs"
-        )
-    else:
-        room, reason, message = shared, SkipReason.CONCURRENCY_GROUP, group.message(running)
-    skips = tuple(Skip(c, reason, message) for c in fresh[room:])
-    return Overlap((*recovered, *fresh[:room]), skips=skips)
+    """Replace: the newest candidate is created, and the oldest runs that would make one
+    too many under `limit` (maxConcurrent, else 1: every run) are deleted first."""
+    newest = max(fresh, key=lambda c: c.tick)
+    message = f"concurrencyPolicy Replace: superseded by {newest.job}"
+    skips = tuple(Skip(c, SkipReason.REPLACE, message) for c in fresh if c is not newest)
+    oldest = sorted(live, key=lambda j: (j.tick or j.created or _EPOCH, j.name))
+    excess = max(0, held + 1 - limit)
+    replaced = tuple(
+        JobToDelete(j.name, j.uid, f"replaced by {newest.job}", j.has_finalizer, j.kind)
+        for j in oldest[:excess]
+    )
+    return Overlap((*recovered, newest), replaced=replaced, skips=skips)
 
 
 def _override(
@@ -209,7 +169,7 @@ def _override(
             limit=limit,
             group=None
             if group is None
-            else dataclasses.replace(group, held=group.held + len(result.creates)),
+            else dataclasses.replace(group, occupied=group.occupied + len(result.creates)),
         )
         result = dataclasses.replace(
             result,
@@ -253,9 +213,11 @@ def buffer(
     )
     waiting = [c for c in queue if c not in late]
     running = len(schedule.live) + len(recovered)
-    free = max(0, (spec.max_concurrent or 1) - running)
-    if group is not None:  # the group's room, and its members in tick order
-        free = min(free, group.room(running))
+    space = admitting.room(
+        spec.concurrency_policy, spec.max_concurrent, running=running, group=group
+    )
+    free = space.free
+    if group is not None:  # the group's members wait in tick order
         behind = waiting and group.waiting_since is not None
         if behind and group.waiting_since is not None and group.waiting_since < waiting[0].tick:
             free = 0

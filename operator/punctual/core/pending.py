@@ -19,6 +19,7 @@ the clock.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from punctual.core.decisions import JobToFail
@@ -26,13 +27,19 @@ from punctual.core.models import CronScheduleSpec
 from punctual.core.records import ScheduleRead
 
 
-def stuck(
-    spec: CronScheduleSpec, schedule: ScheduleRead, *, now: datetime
-) -> tuple[tuple[JobToFail, ...], datetime | None]:
-    """The running Jobs to fail now, and when the next one would be due (None: none)."""
+@dataclass(frozen=True, slots=True)
+class Stuck:
+    """Runs stuck pending in one decision."""
+
+    fail: tuple[JobToFail, ...] = ()  # the running Jobs to fail now
+    wake: datetime | None = None  # when the next one would be due (None: none)
+
+
+def stuck(spec: CronScheduleSpec, schedule: ScheduleRead, *, now: datetime) -> Stuck:
+    """The running Jobs to fail now, and when the next one would be due."""
     limit = spec.pending_timeout_seconds
     if limit is None:
-        return (), None
+        return Stuck()
     due: list[JobToFail] = []
     wakes: list[datetime] = []
     for job in schedule.live:
@@ -44,4 +51,4 @@ def stuck(
             due.append(JobToFail(job.name, job.uid, reason))
         else:
             wakes.append(deadline)
-    return tuple(due), min(wakes, default=None)
+    return Stuck(tuple(due), min(wakes, default=None))

@@ -24,10 +24,11 @@ import json
 from dataclasses import dataclass
 from datetime import datetime
 
+from punctual.core import admitting
+from punctual.core.groups import Group
 from punctual.core.jobs import JobState
 from punctual.core.keys import ANNOTATION_RERUN_FAILED
 from punctual.core.models import (
-    ConcurrencyPolicy,
     CronScheduleSpec,
     FiringOutcome,
     RetryingTick,
@@ -44,18 +45,18 @@ class Retries:
     due: tuple[Candidate, ...] = ()  # attempts whose time came, with room to run
     waiting: tuple[RetryingTick, ...] = ()  # status.retrying after this decision
     dead: tuple[str, ...] = ()  # Jobs whose failure ends their tick (the last attempt)
-    attempts: dict[str, int] | None = None  # job name -> its attempt, for the records
     wake: datetime | None = None  # the next waiting attempt's time
     rerun: str | None = None  # the rerun-failed request handled (status.lastRerun)
     notes: tuple[EventNote, ...] = ()
 
 
 def retries(
-    spec: CronScheduleSpec, schedule: ScheduleRead, *, now: datetime, room: int | None = None
+    spec: CronScheduleSpec, schedule: ScheduleRead, *, now: datetime, group: Group | None = None
 ) -> Retries:
     """The attempts that are due, the ones that wait, and the ticks now dead."""
     retry = spec.retry
-    rerun, rerun_ticks, notes = _rerun(schedule, now)
+    asked = _rerun(schedule, now)
+    rerun, rerun_ticks, notes = asked.request, asked.ticks, asked.notes
     if retry is None and not rerun_ticks:
         return Retries(rerun=rerun, notes=notes)
     old = schedule.old
@@ -64,7 +65,6 @@ def retries(
     known |= {f.job for f in old.recent_firings if f.job is not None}
     waiting = {w.job: w for w in old.retrying or () if w.job not in known}
     dead: list[str] = []
-    attempts = {j.name: j.attempt for j in schedule.ours}
     # Runs of a tick known to exist or to have existed, by attempt: never started again.
     ran = {(j.tick, j.attempt) for j in schedule.ours}
     ran |= {(f.tick, f.attempt or 1) for f in old.recent_firings if f.job is not None}
@@ -89,7 +89,10 @@ def retries(
             continue
         at = (job.finished_at or now) + retry.delay(attempt)
         waiting[name] = RetryingTick(tick=job.tick, attempt=attempt, job=name, at=at)
-    room = min(_room(spec, len(schedule.live)), 1_000_000 if room is None else room)
+    # The room the concurrency policy and the group leave (`admitting`): attempts wait for it.
+    room = admitting.room(
+        spec.concurrency_policy, spec.max_concurrent, running=len(schedule.live), group=group
+    ).free
     due: list[Candidate] = []
     for entry in sorted(waiting.values(), key=lambda w: (w.at, w.tick)):
         if entry.at <= now and len(due) < room:
@@ -98,12 +101,17 @@ def retries(
         w for w in sorted(waiting.values(), key=lambda w: w.at) if w.job not in {c.job for c in due}
     )
     wake = min((w.at for w in left if w.at > now), default=None)
-    return Retries(tuple(due), left, tuple(dead), attempts, wake, rerun, notes)
+    return Retries(tuple(due), left, tuple(dead), wake, rerun, notes)
 
 
-def _rerun(
-    schedule: ScheduleRead, now: datetime
-) -> tuple[str | None, list[tuple[datetime, int]], tuple[EventNote, ...]]:
+@dataclass(frozen=True, slots=True)
+class _Rerun:
+    request: str | None  # status.lastRerun after this decision
+    ticks: tuple[tuple[datetime, int], ...] = ()  # (tick, attempt) to run again
+    notes: tuple[EventNote, ...] = ()
+
+
+def _rerun(schedule: ScheduleRead, now: datetime) -> _Rerun:
     """`punctual backfill --failed --from --to` (the punctual.dev/rerun-failed annotation):
     each failed tick of [from, to) that status.recentFirings still records (its newest
     attempt Failed, none Succeeded) runs once more, as its next attempt. The request id
@@ -111,16 +119,16 @@ def _rerun(
     old = schedule.old
     value = schedule.annotations.get(ANNOTATION_RERUN_FAILED)
     if not value:
-        return old.last_rerun, [], ()
+        return _Rerun(old.last_rerun)
     try:
         asked = json.loads(value)
         request = str(asked["request"])
         start, end = maybe_time(asked.get("from")), maybe_time(asked.get("to"))
     except (ValueError, KeyError, TypeError):
         note = EventNote("Warning", "InvalidRerun", f"{ANNOTATION_RERUN_FAILED}: unreadable")
-        return value, [], (note,) if value != old.last_rerun else ()
+        return _Rerun(value, notes=(note,) if value != old.last_rerun else ())
     if request == old.last_rerun or start is None or end is None:
-        return old.last_rerun if request == old.last_rerun else request, [], ()
+        return _Rerun(old.last_rerun if request == old.last_rerun else request)
     newest: dict[datetime, tuple[int, FiringOutcome]] = {}
     for firing in old.recent_firings:
         if firing.job is None or firing.manual or not start <= firing.tick < end:
@@ -137,12 +145,4 @@ def _rerun(
         f"{len(ticks)} failed ticks of [{format_time(start)}, {format_time(end)}) run again "
         f"(request {request})"
     )
-    return request, ticks, (EventNote("Normal", "RerunFailed", message),)
-
-
-def _room(spec: CronScheduleSpec, running: int) -> int:
-    """How many attempts may start now: the concurrency policy's room for more runs."""
-    limit = spec.max_concurrent
-    if limit is None:
-        limit = 1_000_000 if spec.concurrency_policy is ConcurrencyPolicy.ALLOW else 1
-    return max(0, limit - running)
+    return _Rerun(request, tuple(ticks), (EventNote("Normal", "RerunFailed", message),))

@@ -28,6 +28,8 @@ server only through this package (Punctual's requests through `client`, kopf's t
   5xx, fewer in flight after a 429.
 - `migrating`: the switch between a CronJob and a CronSchedule, both ways, as writes in
   order (`punctual migrate`).
+- `asking`: a request by annotation (trigger, resume, backfill) written only when none
+  waits before it, with a resourceVersion precondition, and followed until it is taken.
 - `reviewing`: who the API server takes the caller to be (SelfSubjectReview), for
   `punctual trigger`.
 

@@ -1,9 +1,8 @@
 """Applying a Decision to the API server, in the order that keeps both invariants.
 
 Why it exists: `deciding` says what should happen; this module makes it happen and
-is the only place that writes schedules' status and Jobs. The order (see
-`deciding`): the fenced status claim, then Replace's deletes, then the creates, then
-history clean-up. Every write first checks that this replica still leads.
+is the only place that writes schedules' status and Jobs, in the order written once in
+`core.decisions.Decision`. Every write first checks that this replica still leads.
 
 * A 409 Conflict on the claim means another writer (a newer leader, or a user's edit)
   got there first: nothing else of the Decision is done; the caller re-reads and
@@ -94,7 +93,7 @@ class Applied:
     fired_elsewhere: dict[str, str] = field(default_factory=dict)
     pending: list[str] = field(default_factory=list)  # transient failure: still in flight
     deleted: list[str] = field(default_factory=list)
-    released: list[str] = field(default_factory=list)  # our finalizer removed
+    freed: list[str] = field(default_factory=list)  # our finalizer removed
     failed_pending: list[str] = field(default_factory=list)  # stuck pending: failed by us
 
 
@@ -261,8 +260,8 @@ class Applier:
         for job in decision.prune:
             await self._delete(namespace, job, applied)
         # 5. Jobs being deleted whose firing the written status now records: let them go.
-        for held in decision.release:
-            await self.release(namespace, held.name, held.uid, applied, held.kind)
+        for held in decision.free:
+            await self.free(namespace, held.name, held.uid, applied, held.kind)
         # 6. Events, best effort and off the firing path.
         self._report(schedule, decision, applied)
         return applied
@@ -421,7 +420,7 @@ class Applier:
             logger.warning("recording failed creates: %s", error)
 
     async def _delete(self, namespace: str, job: JobToDelete, applied: Applied) -> None:
-        """Delete a Job (Replace, history); one with our finalizer is released right after,
+        """Delete a Job (Replace, history); one with our finalizer is freed right after,
         so it goes. Another kind's object is deleted in the foreground: it is seen
         deleting until what it made (its pods, its cluster) is gone."""
         await self._guard()
@@ -444,7 +443,7 @@ class Applier:
             logger.warning("deleting Job %s/%s (%s): %s", namespace, job.name, job.reason, error)
             return
         if job.has_finalizer:
-            await self.release(namespace, job.name, job.uid, applied, job.kind)
+            await self.free(namespace, job.name, job.uid, applied, job.kind)
 
     async def _fail(self, namespace: str, stuck: JobToFail, applied: Applied) -> None:
         """Fail a Job stuck pending (core.pending): its pods' waiting reasons and the time in
@@ -498,7 +497,7 @@ class Applier:
             return False
         return True
 
-    async def release(
+    async def free(
         self, namespace: str, name: str, uid: str, applied: Applied, kind: WorkloadKind = JOB
     ) -> None:
         """Remove our finalizer from a Job (only ours, only from that uid's Job)."""
@@ -513,7 +512,7 @@ class Applier:
                     f"{jobs_path(namespace)}/{name}", patch, content_type=STRATEGIC_MERGE_PATCH
                 )
             )
-            applied.released.append(name)
+            applied.freed.append(name)
         except (NotFound, Conflict, Invalid):
             pass  # gone already, or another Job has the name now (its uid differs: 422)
         except ApiError as error:
@@ -537,7 +536,7 @@ class Applier:
                     "metadata": {"resourceVersion": meta["resourceVersion"], "finalizers": rest}
                 }
                 await self._call(self.api.patch(path, patch, content_type=MERGE_PATCH))
-                applied.released.append(name)
+                applied.freed.append(name)
                 return
             except NotFound:
                 return

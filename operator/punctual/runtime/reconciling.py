@@ -130,7 +130,7 @@ class Applying(Protocol):
 
     async def group_status(self, namespace: str, group: str, status: dict[str, Any]) -> bool: ...
 
-    async def release(
+    async def free(
         self, namespace: str, name: str, uid: str, applied: Applied, kind: WorkloadKind = ...
     ) -> None: ...
 
@@ -506,18 +506,18 @@ class Reconciler:
         try:
             for job in self.view.jobs(uid):
                 if job.has_finalizer:
-                    await role.applier.release(job.namespace, job.name, job.uid, applied, job.kind)
+                    await role.applier.free(job.namespace, job.name, job.uid, applied, job.kind)
         except NotLeader:
             return
-        if applied.released:
-            logger.info("released %d Jobs of a deleted schedule", len(applied.released))
+        if applied.freed:
+            logger.info("freed %d Jobs of a deleted schedule", len(applied.freed))
 
     async def sweep(self) -> None:
         """Release the held Jobs of schedules that are gone (deleted while no leader ran,
         or before this leader saw them): checked against the API server first, since
         the index may not have every schedule yet."""
         known = self.view.schedule_uids()
-        for uid, jobs in self.view.held_jobs().items():
+        for uid, jobs in self.view.finalized_jobs().items():
             if uid in known:
                 continue
             job = jobs[0]

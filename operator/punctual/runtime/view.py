@@ -55,7 +55,7 @@ class LeaderView:
         self.written: dict[Key, Body] = {}  # the schedule as our last write returned it
         self.created: dict[str, dict[str, JobSnapshot]] = {}  # schedule uid -> name -> Job
         self.deleted: dict[str, set[str]] = {}  # schedule uid -> names being deleted
-        self.released: dict[str, set[str]] = {}  # schedule uid -> names we released
+        self.freed: dict[str, set[str]] = {}  # schedule uid -> names we freed
         self.uids: dict[Key, str] = {}  # the uid each schedule had when last seen
         self.jobs_seen: dict[str, JobSnapshot] = {}  # Job uid -> what decisions read of it
         self.unwritten_since: dict[Key, datetime] = {}  # status changes left for later
@@ -66,7 +66,7 @@ class LeaderView:
         self.unwritten_since.clear()
         self.created.clear()
         self.deleted.clear()
-        self.released.clear()
+        self.freed.clear()
 
     def schedule_keys(self) -> list[Key]:
         return list(self._schedules)
@@ -143,7 +143,7 @@ class LeaderView:
         # Forget our deletes and releases once the watch shows them (or the Job gone).
         gone = self.deleted.get(uid, set())
         gone &= {n for n, j in seen.items() if not j.deleting}
-        let_go = self.released.get(uid, set())
+        let_go = self.freed.get(uid, set())
         let_go &= {n for n, j in seen.items() if j.has_finalizer}
         jobs = {**mine, **seen}
         if not gone and not let_go:
@@ -166,7 +166,7 @@ class LeaderView:
             return set(self._uids.values())
         return {unpack(packed)["metadata"]["uid"] for packed in self._schedules.values()}
 
-    def held_jobs(self) -> dict[str, list[JobSnapshot]]:
+    def finalized_jobs(self) -> dict[str, list[JobSnapshot]]:
         """Jobs that carry our finalizer, by their schedule's uid."""
         held: dict[str, list[JobSnapshot]] = {}
         for uid, store in self._jobs.items():
@@ -208,8 +208,8 @@ class LeaderView:
             self.created_now(uid, job)
         if applied.deleted:
             self.deleted.setdefault(uid, set()).update(applied.deleted)
-        if applied.released:
-            self.released.setdefault(uid, set()).update(applied.released)
+        if applied.freed:
+            self.freed.setdefault(uid, set()).update(applied.freed)
         if not applied.stale and applied.schedule is not None and wrote_status:
             self.claimed(key, applied.schedule)
             self.unwritten_since.pop(key, None)
