@@ -178,6 +178,10 @@ bench-scale: venv binaries ## The scale rows: 5 min of sustained load (N = 2000,
 bench-ramp: venv binaries ## The plain client and Punctual at the same steady rates (RAMP_RATES=50,100,150 firings/s, 5 min a step, about 45 min); writes bench/results-ramp/
 	$(BIN)/python bench/ramp.py --rates $${RAMP_RATES:-50,100,150} --step-minutes $${RAMP_STEP_MINUTES:-5}
 
+.PHONY: ui-screenshots
+ui-screenshots: venv binaries test-tools ## Retake the README's screenshots of punctual ui (docs/ui-*.png) in headless Chromium
+	PUNCTUAL_UI_SCREENSHOTS=1 $(BIN)/pytest tests/e2e/test_ui.py -q -k trigger_makes_one_job
+
 .PHONY: bench-render
 bench-render: venv ## Rebuild a results folder's results.md (and skew.png, shards.md) from its raw JSON alone (RESULTS=bench/results)
 	$(BIN)/python bench/render.py $${RESULTS:-bench/results}

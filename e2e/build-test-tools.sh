@@ -5,6 +5,8 @@
 #     promtool is not on PATH. Service starts are refused while it installs
 #     (policy-rc.d), so no prometheus daemon is left running: the tests start their
 #     own on loopback and stop it by pid.
+#   - chromium: Debian's package (apt-get, as root), when not on PATH, for the browser
+#     tests of `punctual ui` (tests/e2e/test_ui.py), which skip without it.
 #   - kube-score, the manifest linter: built from the Go module proxy at the version
 #     pinned in e2e/tools/kube-score, once, into ~/.cache/punctual/kube-score-<version>/,
 #     and linked into BIN_DIR like the other tools.
@@ -44,6 +46,18 @@ if ! command -v promtool >/dev/null || ! command -v prometheus >/dev/null; then
   fi
 fi
 promtool --version 2>&1 | head -1 >&2
+
+# -- chromium (Debian), headless, for the page of `punctual ui` -----------------------
+if ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null; then
+  if [ "$(id -u)" -eq 0 ]; then
+    echo "installing Debian's chromium package (the browser tests of punctual ui)" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends chromium >/dev/null
+  else
+    echo "chromium missing: the browser tests of punctual ui will skip (apt-get install chromium)" >&2
+  fi
+fi
 
 # -- kube-score (Go module proxy) ----------------------------------------------------
 export CGO_ENABLED=0 GOFLAGS=-buildvcs=false

@@ -7,7 +7,8 @@ the timeline draws the ticks the API server holds (the operator's
 status.nextScheduleTime); a trigger confirmed in the page makes exactly one Job; a
 caller whose RBAC has no `patch` on cronschedules sees the API server's refusal in the
 page; a request without the token gets 401; with 10 000 schedules the timeline's first
-paint comes within 2 s. The screenshots in docs/ui-*.png are the ones this test takes.
+paint comes within 2 s. The screenshots in docs/ui-*.png are the ones this test takes
+(`make ui-screenshots`).
 
 Chromium is needed: without it (`apt-get install -y chromium`) these tests skip, as the
 image tests do without podman.
@@ -49,6 +50,9 @@ pytestmark = pytest.mark.e2e
 FIRST_PAINT_LIMIT = 2.0  # seconds, in the browser, from navigation start
 FLEET_SIZE = 10_000
 DOCS = REPO / "docs"
+# The README's screenshots are written to docs/ only when asked (PUNCTUAL_UI_SCREENSHOTS=1,
+# `make ui-screenshots`), so that a test run leaves the working tree as it found it.
+SHOTS = DOCS if os.environ.get("PUNCTUAL_UI_SCREENSHOTS") == "1" else None
 JOB_TEMPLATE = {
     "spec": {
         "backoffLimit": 0,
@@ -342,7 +346,7 @@ async def test_the_page_shows_the_ticks_the_api_holds_and_a_trigger_makes_one_jo
             # The FreezeWindow is shaded on the row it selects, and only there.
             assert shown["reports"]["frozen"] == f"FreezeWindow {namespace}/release"
             assert not any(r["frozen"] for r in rows if r["name"] != "reports")
-            await browser.screenshot(DOCS / "ui-timeline.png")
+            await browser.screenshot((SHOTS or tmp_path) / "ui-timeline.png")
 
             # A schedule's page; the trigger, confirmed, goes through `punctual trigger`.
             await browser.evaluate("location.hash = '#/s/' + " + json.dumps(f"{namespace}/yearly"))
@@ -394,7 +398,7 @@ async def test_the_page_shows_the_ticks_the_api_holds_and_a_trigger_makes_one_jo
                 f"{json.dumps(f'kubectl logs job/{job} -n {namespace}')})",
                 what="the Job's row",
             )
-            await browser.screenshot(DOCS / "ui-schedule.png")
+            await browser.screenshot((SHOTS or tmp_path) / "ui-schedule.png")
 
             # Suspend writes spec.suspend as `kubectl patch` would; a backfill's dry run is
             # listed in the dialog before anything is asked, and nothing changes until then;
