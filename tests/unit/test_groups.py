@@ -13,9 +13,11 @@ from typing import Any
 
 import pytest
 
+from punctual.core import groups
 from punctual.core.deciding import decide
 from punctual.core.decisions import Decision
-from punctual.core.groups import Group, placement_of
+from punctual.core.groups import Group, Member, placement_of
+from punctual.core.jobs import JobState
 from punctual.core.records import SkipReason
 from tests.unit.builders import ACTIVE, LEADER, T0, H, S, condition, job, schedule_body, spec_body
 
@@ -94,3 +96,85 @@ def test_without_a_group_nothing_changes() -> None:
     spec = spec_body(concurrencyPolicy="Allow")
     alone = decide(schedule_body(spec), [], now=NOW, leadership=LEADER)
     assert len(alone.creates) == 1
+
+
+# -- the group as it stands (`groups.state`): computed in the core, the shell only reads --
+
+
+def member_body(name: str, *, group: str = "etl", **status: object) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "uid": f"uid-{name}"},
+        "spec": {"concurrencyGroup": group},
+        "status": dict(status),
+    }
+
+
+def claim(name: str, tick: datetime, **more: object) -> dict[str, object]:
+    from punctual.core.naming import job_name
+
+    return {"tick": iso(tick), "job": job_name(name, tick), "epoch": 1, **more}
+
+
+def iso(instant: datetime) -> str:
+    return instant.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def state_of(*others: Member, mine: list[Any] | None = None) -> Group:
+    return groups.state("etl", 2, me="me", my_jobs=mine or [], others=list(others), now=NOW)
+
+
+def test_running_runs_of_the_others_occupy_the_group() -> None:
+    other = Member("b", member_body("b"), [job(T0 - H, ACTIVE, schedule_uid="uid-b", name="b-1")])
+    assert state_of(other) == Group("etl", 2, 1, None)
+
+
+def test_a_claim_in_flight_for_a_due_tick_not_yet_seen_occupies_it() -> None:
+    recovering = claim("b", T0 - H, manual=None)  # a claim behind the cursor: in flight
+    body = member_body("b", lastScheduledTime=iso(T0), inFlight=[recovering])
+    assert state_of(Member("b", body, [])).occupied == 1
+
+
+def test_a_claim_made_ahead_does_not_occupy_it_and_a_member_that_ran_less_lately_goes_first() -> (
+    None
+):
+    ahead = claim("b", T0)  # beyond the cursor, due now: decided again at its tick
+    body = member_body("b", lastScheduledTime=iso(T0 - H), inFlight=[ahead])
+    mine = [job(T0 - H, ACTIVE, name="me-1")]  # I ran lately; b never did
+    assert state_of(Member("b", body, []), mine=mine).occupied == 1  # I yield it a place
+    b_ran = [job(T0 - H, JobState.SUCCEEDED, name="b-0", schedule_uid="uid-b")]
+    assert state_of(Member("b", body, b_ran)).occupied == 0  # b ran lately, I never did
+    assert state_of(Member("b", body, [])).occupied == 1  # neither ran: by name, b first
+
+
+def test_the_oldest_tick_another_member_waits_with() -> None:
+    body = member_body(
+        "b",
+        buffered=[{"tick": iso(T0 - H), "job": "b-x"}, {"tick": iso(T0 - 2 * H), "job": "b-y"}],
+    )
+    assert state_of(Member("b", body, [])).waiting_since == T0 - 2 * H
+
+
+def test_a_schedule_that_left_the_group_is_not_counted() -> None:
+    other = Member("b", member_body("b", group="other"), [job(T0 - H, ACTIVE, name="b-1")])
+    assert state_of(other) == Group("etl", 2, 0, None)
+
+
+# -- a manual trigger obeys maxConcurrent and the group, with or without its own overlap --
+
+
+@pytest.mark.parametrize("overlap", [None, "Allow"])
+def test_a_manual_trigger_never_exceeds_max_concurrent_or_the_group(overlap: str | None) -> None:
+    import json
+
+    asked = {"request": "r1", **({"concurrencyPolicy": overlap} if overlap else {})}
+    spec = spec_body(concurrencyPolicy="Allow", concurrencyGroup="etl", schedule="0 0 1 1 *")
+    body = schedule_body(spec, trigger=json.dumps(asked))
+    free = decide(body, [], now=NOW, leadership=LEADER, group=Group("etl", 1, 0))
+    assert len(free.creates) == 1
+    full = decide(body, [], now=NOW, leadership=LEADER, group=Group("etl", 1, 1))
+    assert full.creates == () and skips(full) == ["concurrencyGroup etl: 1 of its 1 run in use"]
+    spec = spec_body(concurrencyPolicy="Allow", maxConcurrent=1, schedule="0 0 1 1 *")
+    body = schedule_body(spec, trigger=json.dumps(asked))
+    running = [job(T0 - H, ACTIVE)]
+    limited = decide(body, running, now=NOW, leadership=LEADER)
+    assert limited.creates == () and skips(limited)[0].startswith("maxConcurrent 1:")

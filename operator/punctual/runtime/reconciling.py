@@ -21,7 +21,7 @@ import functools
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from punctual.clocks import Clock
@@ -30,12 +30,11 @@ from punctual.core.deciding import decide
 from punctual.core.decisions import Decision, Leadership
 from punctual.core.delaying import delay_write, routine, routine_wake
 from punctual.core.freezing import Freeze
-from punctual.core.groups import Group, group_of, placement_of
+from punctual.core.groups import Group, Member, group_of, placement_of
+from punctual.core.groups import state as group_state
 from punctual.core.jobs import JobSnapshot
-from punctual.core.naming import job_name
 from punctual.core.ownership import Ownership, owner_of, ownership
 from punctual.core.records import EventNote
-from punctual.core.times import maybe_time
 from punctual.core.workloads import JOBS_ONLY, Served, WorkloadKind
 from punctual.kube.applying import Applied, NotLeader, schedule_path
 from punctual.kube.client import Api, ApiError, NotFound, Unavailable
@@ -58,14 +57,6 @@ REFUSED_RETRY = timedelta(seconds=5)
 ATTEMPTS = 3  # one pass, and at most two more after 409 Conflicts
 # How often a schedule another live installation owns is looked at again.
 CONFLICT_RECHECK = timedelta(seconds=10)
-
-
-def _newest_run(jobs: Sequence[JobSnapshot]) -> datetime:
-    """When a member last started a run (the epoch when never)."""
-    return max((j.created for j in jobs if j.created is not None), default=_NEVER)
-
-
-_NEVER = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 @dataclass(frozen=True, slots=True)
@@ -393,48 +384,25 @@ class Reconciler:
         return delayed.decision
 
     def _group(self, key: Key, body: Mapping[str, Any]) -> Group | None:
-        """The schedule's concurrency group as it stands: the runs the other members hold
-        (running, or claimed in flight for a due tick and not yet seen: a claim a new
-        leader creates whatever the policy) and the oldest tick one of them waits with
-        (buffered). A claim made ahead is not held (it is decided again at its tick), but
-        a member that ran less lately and is due now goes first: this one yields it a
-        place, so that two members due together take turns, not one of them always."""
+        """The schedule's concurrency group as it stands (`core.groups.state`), from the
+        other members as this leader's view holds them."""
         name = group_of(body)
         if name is None or self.groups is None:
             return None
-        now = self.clock.now()
-        held = 0
-        waiting: list[datetime] = []
-        mine = _newest_run(self.view.jobs(str(body["metadata"]["uid"])))
-        yields = False
+        others = []
         for other in self.groups.members(key[0], name):
             other_body = self.view.schedule(other) if other != key else None
-            if other_body is None or group_of(other_body) != name:
-                continue
-            jobs = self.view.jobs(str(other_body["metadata"]["uid"]))
-            seen = {j.name for j in jobs}
-            held += sum(1 for j in jobs if j.active)
-            status = other_body.get("status") or {}
-            cursor = maybe_time(status.get("lastScheduledTime"))
-            for claim in status.get("inFlight") or []:
-                tick = maybe_time(claim.get("tick"))
-                if claim.get("job") in seen or tick is None or tick > now:
-                    continue
-                ahead = (
-                    claim.get("job") == job_name(other[1], tick)
-                    and not claim.get("backfill")
-                    and (cursor is None or tick > cursor)
-                )
-                if not ahead:
-                    held += 1
-                elif (_newest_run(jobs), other[1]) < (mine, key[1]):
-                    yields = True  # due now too, and it ran less lately: it goes first
-            for entry in status.get("buffered") or []:
-                tick = maybe_time(entry.get("tick"))
-                if entry.get("job") not in seen and tick is not None:
-                    waiting.append(tick)
-        limit = self.groups.limit(key[0], name)
-        return Group(name, limit, held + int(yields), min(waiting, default=None))
+            if other_body is not None:
+                jobs = self.view.jobs(str(other_body["metadata"]["uid"]))
+                others.append(Member(other[1], other_body, jobs))
+        return group_state(
+            name,
+            self.groups.limit(key[0], name),
+            me=key[1],
+            my_jobs=self.view.jobs(str(body["metadata"]["uid"])),
+            others=others,
+            now=self.clock.now(),
+        )
 
     def _forget(self, key: Key) -> str | None:
         """The schedule is gone: nothing of it stays (its timer, what the view kept of our
