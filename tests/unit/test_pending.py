@@ -213,3 +213,17 @@ async def test_the_applier_writes_why_and_stops_the_job_through_its_deadline() -
     # another Job with the name now: left alone
     await applier._fail(NAMESPACE, JobToFail("stuck", "u-2", "x"), Applied())
     assert len(api.of("patch")) == 2 and api.of("patch")[1].error is not None
+
+
+def test_the_pending_gauge_and_the_timeout_judge_by_one_predicate() -> None:
+    """`punctual_run_pending_seconds` and pendingTimeoutSeconds read "never started" the
+    same way (`pending.never_started`): a Job of another kind is never pending here."""
+    from dataclasses import replace
+
+    from punctual.core.pending import never_started, pending_seconds
+    from punctual.core.workloads import parse_kinds
+
+    waiting = replace(job(T0, ACTIVE), started=False)  # created at T0 + 1 s
+    other = replace(waiting, name="wf", kind=parse_kinds(["workflows.v1alpha1.argoproj.io"])[0])
+    assert never_started(waiting) and not never_started(other)
+    assert pending_seconds([waiting, other], T0 + 31 * S) == 30.0

@@ -19,10 +19,12 @@ the clock.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from punctual.core.decisions import JobToFail
+from punctual.core.jobs import JobSnapshot
 from punctual.core.models import CronScheduleSpec
 from punctual.core.records import ScheduleRead
 
@@ -43,7 +45,7 @@ def stuck(spec: CronScheduleSpec, schedule: ScheduleRead, *, now: datetime) -> S
     due: list[JobToFail] = []
     wakes: list[datetime] = []
     for job in schedule.live:
-        if job.started or not job.kind.is_job or job.created is None:
+        if not never_started(job) or job.created is None:
             continue
         deadline = job.created + timedelta(seconds=limit)
         if now >= deadline:
@@ -52,3 +54,14 @@ def stuck(spec: CronScheduleSpec, schedule: ScheduleRead, *, now: datetime) -> S
         else:
             wakes.append(deadline)
     return Stuck(tuple(due), min(wakes, default=None))
+
+
+def never_started(job: JobSnapshot) -> bool:
+    """A running Job none of whose pods has started (another kind's pods are not known)."""
+    return job.active and not job.started and job.kind.is_job and job.created is not None
+
+
+def pending_seconds(jobs: Iterable[JobSnapshot], now: datetime) -> float:
+    """How long the oldest Job of `jobs` that never started has waited (0: none)."""
+    waits = [(now - j.created).total_seconds() for j in jobs if never_started(j) and j.created]
+    return max([0.0, *waits])

@@ -25,6 +25,7 @@ from aiohttp import web
 from punctual.clocks import ServerClock, first_of
 from punctual.core.groups import placement_of
 from punctual.core.jobs import JobSnapshot
+from punctual.core.pending import pending_seconds
 from punctual.core.records import SkipReason
 from punctual.core.times import format_time
 from punctual.core.workloads import parse_kinds
@@ -343,13 +344,7 @@ class Operator:
 
     def _pending_for(self, uid: str) -> float:
         """Seconds the schedule's oldest running Job has had no pod started (0: none)."""
-        now = self.clock.now()
-        pending = [
-            (now - job.created).total_seconds()
-            for job in self.view.jobs(uid)
-            if job.active and not job.started and job.created is not None
-        ]
-        return max([0.0, *pending])
+        return pending_seconds(self.view.jobs(uid), self.clock.now())
 
     async def _notify_when_synced(self) -> None:
         await self.schedules.ready.wait()
