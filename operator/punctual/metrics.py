@@ -39,6 +39,13 @@ class Metrics:
             buckets=LAG_BUCKETS,
             registry=r,
         )
+        self.chain_lag = Histogram(
+            "punctual_chain_lag_seconds",
+            "Seconds from the end of the upstream runs (spec.after) to the create of the "
+            "run after them, on the API server's clock.",
+            buckets=LAG_BUCKETS,
+            registry=r,
+        )
         self.jobs_created = Counter(
             "punctual_jobs_created_total",
             "Jobs created, by schedule (manual triggers included).",

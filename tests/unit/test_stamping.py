@@ -211,13 +211,29 @@ def test_the_pods_own_annotations_stay_and_ours_are_always_ours() -> None:
                 "PUNCTUAL_TICK_LOCAL": "2026-03-29T03:30:00.250000+02:00",
             },
         ),
+        (
+            {"kind": FiringKind.AFTER, "upstream": ("extract/extract-1774747800",)},
+            {
+                **VALUES,
+                "PUNCTUAL_FIRING": "after",
+                "PUNCTUAL_UPSTREAM": "extract/extract-1774747800",
+            },
+        ),
     ],
-    ids=["scheduled", "no previous tick: empty", "UTC", "another zone", "manual, with a fraction"],
+    ids=[
+        "scheduled",
+        "no previous tick: empty",
+        "UTC",
+        "another zone",
+        "manual, with a fraction",
+        "after an upstream run: which one",
+    ],
 )
 def test_the_values(change: dict[str, Any], expected: dict[str, str]) -> None:
     values = replace(FIRING, **change).values()
     assert values == expected
-    assert tuple(values) == VARIABLES  # always all nine, in one order
+    # Always all nine, in one order; the tenth only on a run after upstream runs.
+    assert tuple(values) == tuple(v for v in VARIABLES if v in expected)
 
 
 def test_build_job_stamps_only_when_told_the_firing() -> None:

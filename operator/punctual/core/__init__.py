@@ -6,7 +6,8 @@ decision), `reading` (step 1: the spec as one record), `admitting` (THE ONE ROOM
 how many more runs may start, for every kind of run), the rules it composes, each
 returning a frozen record (`claiming`,
 `overlapping`, `pausing`, `freezing`, `backfilling`, `finishing`, `succeeding`,
-`pending`, `retrying`, `groups`), `calendars` (shared exclusions a schedule names), the
+`pending`, `retrying`, `groups`, `chaining` (spec.after: runs after other schedules'
+runs, and the gate)), `calendars` (shared exclusions a schedule names), the
 records they share (`records`), the one status builder (`status`), what the shell is
 handed (`decisions`, `creating`, `delaying`, `settling`), `keys` (every label,
 annotation and finalizer key), `models`, `naming`, `jobs`, `workloads` (the kinds a

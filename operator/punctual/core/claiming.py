@@ -47,6 +47,7 @@ def claimed_ahead(schedule: ScheduleRead) -> dict[str, InFlightClaim]:
         for c in schedule.old.in_flight
         if c.job == job_name(schedule.name, c.tick)
         and not c.backfill
+        and not c.upstream
         and (cursor is None or c.tick > cursor)
     }
 
@@ -132,6 +133,12 @@ def _recover(schedule: ScheduleRead, ahead: Ahead) -> _Recovered:
         in_flight.append(claim)
         if claim.attempt:  # a retry of a failed tick (retrying): scheduled, its own name
             recovering.append(Candidate(claim.job, claim.tick, attempt=claim.attempt))
+            continue
+        if claim.upstream:  # a run after upstream runs (chaining)
+            started = tuple(claim.upstream)
+            recovering.append(
+                Candidate(claim.job, claim.tick, kind=FiringKind.AFTER, upstream=started)
+            )
             continue
         manual = claim.job != job_name(schedule.name, claim.tick)
         request = schedule.old.last_trigger if manual else None
@@ -226,6 +233,7 @@ def claim(
                 epoch=epoch,
                 backfill=backfill,
                 attempt=attempt,
+                upstream=list(candidate.upstream) or None,
             )
         )
         created.append(
@@ -237,6 +245,7 @@ def claim(
                 manual=candidate.manual,
                 backfill=backfill,
                 attempt=attempt,
+                upstream=list(candidate.upstream) or None,
                 **trigger_fields(candidate),
             )
         )

@@ -77,7 +77,9 @@ def _firing(
     newest of the schedule's combined ticks before this firing's."""
     try:
         zone = load_zone(spec.time_zone)
-        previous = tick_source(spec, uid=uid).prev_tick(candidate.tick - _BEFORE)
+        # A schedule fired by its upstreams alone has no ticks of its own (`chaining`).
+        source = None if spec.chained else tick_source(spec, uid=uid)
+        previous = None if source is None else source.prev_tick(candidate.tick - _BEFORE)
     except ScheduleError:  # the plan would have refused it; never fire on a guess
         zone, previous = load_zone("UTC"), None
     return Firing(
@@ -91,6 +93,7 @@ def _firing(
         overrides=() if candidate.trigger is None else candidate.trigger.env,
         last_successful_tick=last_success,
         attempt=candidate.attempt,
+        upstream=candidate.upstream,
     )
 
 

@@ -13,7 +13,8 @@ of its own that returns a frozen record: `reading` (the spec), `claiming` (claim
 flight, due ticks, a manual trigger, the claims written), `pausing` (suspension,
 pauseOnFailure, FreezeWindows), `overlapping` (concurrencyPolicy), `backfilling`,
 `retrying`, `finishing` (endTime, maxRuns), `succeeding` (successDeadlineSeconds),
-`pending` (runs stuck pending); every run they start is admitted against one room
+`pending` (runs stuck pending), `chaining` (spec.after: runs after upstream runs, and the
+gate); every run they start is admitted against one room
 (`admitting`). `status` turns the records into the status write, the Events and the
 metric labels; `delaying` says whether that write may wait.
 
@@ -32,6 +33,7 @@ from typing import Any, Final
 
 from punctual.core import (
     backfilling,
+    chaining,
     claiming,
     creating,
     delaying,
@@ -74,11 +76,15 @@ def decide(
     served: Served = JOBS_ONLY,
     group: Group | None = None,
     verified_triggers: bool = False,
+    upstreams: Mapping[str, chaining.Upstream | None] | None = None,
+    cycle: Sequence[str] | None = None,
 ) -> Decision:
     """Decide everything about one schedule at `now` (the API server's time); `served`:
     the kinds this installation creates (see `workloads`); `calendars`: the Calendars as
     known (`calendars`); `group`: its concurrency group as it stands (`groups`);
-    `verified_triggers`: the triggers admission policy is in force (`claiming`)."""
+    `verified_triggers`: the triggers admission policy is in force (`claiming`);
+    `upstreams`: spec.after's schedules by name (None: not known yet), `cycle` the chain
+    back to this schedule if there is one (`chaining`)."""
     schedule = ScheduleRead.from_body(body, jobs)
     old = schedule.old
 
@@ -91,6 +97,10 @@ def decide(
         updates = {"schedule_fingerprint": read.fingerprint}
         return _invalid(schedule, str(read.invalid), now=now, updates=updates)
     spec, kind = read.spec, read.kind
+    if spec.after and upstreams is None:  # its upstreams are not all known yet
+        return Decision(status=None, next_wake=now + IN_FLIGHT_RECHECK)
+    if spec.after and (broken := chaining.problem(spec, upstreams or {}, cycle)) is not None:
+        return _invalid(schedule, broken, now=now, updates={})  # fixed without an edit
     # 2. What stops firing for a while: a pause after failures, FreezeWindows (a Defer
     #    window plans like a pause, and wakes the schedule when it ends).
     pause = pausing.pause(schedule, spec)
@@ -122,6 +132,7 @@ def decide(
     outcome = _rules(
         schedule, spec, plan, pause, frozen, ahead,
         now=now, leadership=leadership, group=group, verified_triggers=verified_triggers,
+        upstreams=upstreams or {},
     )  # fmt: skip
     return _decision(body, spec, outcome, ahead, now=now, leadership=leadership, kind=kind)
 
@@ -138,6 +149,7 @@ def _rules(
     leadership: Leadership,
     group: Group | None = None,
     verified_triggers: bool = False,
+    upstreams: Mapping[str, chaining.Upstream | None],
 ) -> status.Outcome:
     """Steps 4 to 8, for a valid spec and its plan: each rule's record."""
     epoch = leadership.epoch
@@ -147,14 +159,19 @@ def _rules(
         schedule, plan, ahead, epoch=epoch, now=now, verified_triggers=verified_triggers
     )
     retries = retrying.retries(spec, schedule, now=now, group=group)
-    # 5. A Skip freeze window skips the due ticks inside it.
+    # 5. A Skip freeze window skips the due ticks inside it. spec.after adds the runs
+    #    after upstream runs, or, as a gate, holds the due ticks until theirs ended.
     freezing = pausing.freeze(gathered.due, frozen, now)
+    chain = chaining.follow(
+        spec, schedule, freezing.kept, upstreams, suspended=plan.suspended, now=now
+    )
     # 6. The concurrency policy chooses among the rest (recovered claims always go).
     wanted = (
         *gathered.recovering,
-        *freezing.kept,
+        *chain.open,
         *filter(None, [gathered.trigger]),
         *retries.due,
+        *chain.candidates,
     )
     # An attempt fires only with room under the policy (retrying), so none turns it away.
     recovering = frozenset([*(c.job for c in gathered.in_flight), *(c.job for c in retries.due)])
@@ -192,6 +209,7 @@ def _rules(
         standing=standing,
         clash=clash(schedule, spec),
         retries=retries,
+        chain=chain,
         last_trigger=claiming.handled_trigger(schedule),
         installation=leadership.installation,
         epoch=epoch,
@@ -243,6 +261,7 @@ def _decision(
         overlap.deadline,
         outcome.standing.freshness.wake if outcome.standing.freshness else None,
         outcome.batch.wake,
+        outcome.chain.wake,
     )
     return Decision(
         status=None if new_status == dump_status(schedule.old) else new_status,
@@ -269,6 +288,7 @@ def _decision(
         skipped=written.skipped,
         newly_failed=written.newly_failed,
         newly_dead=written.newly_dead,
+        lags=outcome.chain.lags,
         due_by=claiming.due_by(schedule, creates, overlap.replaced, claims.in_flight, now),
         next_wake=_next_wake(plan, claims.in_flight, now, *wakes),
         landed_wake=_next_wake(

@@ -107,6 +107,9 @@ class Decision:
     skipped: tuple[tuple[SkipReason, int], ...] = ()  # (reason, count): the label is fixed
     newly_failed: int = 0
     newly_dead: int = 0  # ticks whose last attempt failed (spec.retry)
+    # Runs after upstream runs (spec.after): (run, seconds from the upstreams' end to now),
+    # observed as punctual_chain_lag_seconds once created.
+    lags: tuple[tuple[str, float], ...] = ()
 
     @property
     def writes(self) -> bool:

@@ -99,6 +99,7 @@ def state(
             ahead = (
                 claim.get("job") == job_name(other.name, tick)
                 and not claim.get("backfill")
+                and not claim.get("upstream")
                 and (cursor is None or tick > cursor)
             )  # as `claiming.claimed_ahead` says, read from the raw status (no parse)
             if not ahead:

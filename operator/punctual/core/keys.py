@@ -55,6 +55,8 @@ ANNOTATION_FIRING: Final = f"{GROUP}/firing"
 ANNOTATION_EPOCH: Final = f"{GROUP}/epoch"
 ANNOTATION_LAST_SUCCESSFUL_TICK: Final = f"{GROUP}/last-successful-tick"
 ANNOTATION_ATTEMPT: Final = f"{GROUP}/attempt"
+# A run after upstream runs (spec.after): "schedule/run" of each, comma-separated.
+ANNOTATION_UPSTREAM: Final = f"{GROUP}/upstream"
 # On a Job Punctual failed for spec.pendingTimeoutSeconds: {"at": TIME, "reason": TEXT}.
 ANNOTATION_PENDING_TIMEOUT: Final = f"{GROUP}/pending-timeout"
 

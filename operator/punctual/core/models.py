@@ -28,6 +28,8 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
+from punctual.core.schedules.combining import parse_duration
+from punctual.core.schedules.parsing import ScheduleError
 from punctual.core.times import as_utc, format_time
 
 # How many entries status.recentFirings keeps, newest first.
@@ -43,6 +45,7 @@ MAX_SCHEDULES: Final = 20
 MAX_EXCLUSIONS: Final = 50
 MAX_DATES: Final = 400
 MAX_CALENDARS: Final = 10  # spec.excludeCalendars
+MAX_AFTER: Final = 10  # spec.after: upstreams of one schedule
 
 
 class MissedRunPolicy(StrEnum):
@@ -181,6 +184,36 @@ class WorkloadTemplate(_ApiModel):
     spec: dict[str, Any] = Field(default_factory=dict)
 
 
+class ChainOn(StrEnum):
+    """Which outcome of an upstream's run starts the downstream (spec.after[].on)."""
+
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"  # its last attempt failed (a tick that will be retried waits)
+    FINISHED = "Finished"  # either
+
+
+class After(_ApiModel):
+    """One entry of spec.after: an upstream schedule of the same namespace, the outcome
+    of its runs that starts this one, and (a gate, with a schedule of its own) how long
+    a tick of this schedule waits for it (see `chaining`)."""
+
+    schedule: str = Field(min_length=1, max_length=253, pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+    on: ChainOn = ChainOn.SUCCEEDED
+    within: str | None = Field(default=None, min_length=1, max_length=32)
+
+    @property
+    def within_seconds(self) -> int | None:
+        return None if self.within is None else parse_duration(self.within, "within")
+
+    @model_validator(mode="after")
+    def _a_duration(self) -> After:
+        try:
+            _ = self.within_seconds
+        except ScheduleError as error:
+            raise ValueError(error.reason) from None
+        return self
+
+
 class Completion(_ApiModel):
     """spec.completion: CEL rules that say when a workload succeeded or failed, in place
     of its kind's profile (see `completion`)."""
@@ -225,12 +258,14 @@ class CronScheduleSpec(_ApiModel):
     job_template: dict[str, Any] = Field(default_factory=dict)
     workload_template: WorkloadTemplate | None = None
     completion: Completion | None = None
+    after: list[After] | None = Field(default=None, min_length=1, max_length=MAX_AFTER)
 
     @model_validator(mode="after")
     def _one_trigger(self) -> CronScheduleSpec:
         kinds = sum(x is not None for x in (self.schedule, self.schedules, self.run_at))
-        if kinds != 1:
-            raise ValueError("set exactly one of schedule, schedules and runAt")
+        if kinds != 1 and not (kinds == 0 and self.after):
+            raise ValueError("set exactly one of schedule, schedules and runAt (or only after)")
+        self._chain_shape(own=kinds == 1)
         if self.run_at is not None and self.exclude_calendars:
             raise ValueError("excludeCalendars needs schedule or schedules")
         if self.workload_template is not None and "job_template" in self.model_fields_set:
@@ -246,6 +281,28 @@ class CronScheduleSpec(_ApiModel):
         if start is not None and end is not None and start >= end:
             raise ValueError("startTime must be before endTime")
         return self
+
+    def _chain_shape(self, *, own: bool) -> None:
+        """spec.after alone fires once per upstream run; with a schedule of its own it is
+        a gate, and each entry says how long a tick waits (`within`)."""
+        names = [a.schedule for a in self.after or ()]
+        if len(set(names)) != len(names):
+            raise ValueError("after: an upstream is named twice")
+        for entry in self.after or ():
+            if own and entry.within is None:
+                raise ValueError("after: with a schedule of its own (a gate), set within")
+            if not own and entry.within is not None:
+                raise ValueError("after: within needs a schedule of its own (a gate)")
+
+    @property
+    def chained(self) -> bool:
+        """Fired by its upstreams' runs alone: spec.after without a schedule of its own."""
+        return (
+            bool(self.after)
+            and self.schedule is None
+            and self.schedules is None
+            and (self.run_at is None)
+        )
 
     @property
     def limited(self) -> bool:
@@ -308,6 +365,8 @@ class InFlightClaim(_ApiModel):
     epoch: int
     backfill: bool | None = None  # True: claimed by a backfill (punctual backfill)
     attempt: int | None = None  # a retry of a failed tick (spec.retry): 2 and up
+    # A run after upstream runs (spec.after): "schedule/run" of each, which started it.
+    upstream: list[str] | None = None
 
 
 class RetryingTick(_ApiModel):
@@ -339,6 +398,26 @@ class RecordedFiring(_ApiModel):
     backfill: bool | None = None  # True: fired by a backfill (punctual backfill)
     attempt: int | None = None  # a retry (spec.retry): 2 and up; None is the first run
     dead: bool | None = None  # True: the tick's last attempt failed (spec.retry)
+    upstream: list[str] | None = None  # spec.after: "schedule/run" of the runs that started it
+
+
+class AfterCursor(_ApiModel):
+    """One entry of status.after: per upstream, the newest of its ticks this schedule has
+    handled (run after, or passed over with the reason), and what became of it."""
+
+    schedule: str
+    tick: UtcTime
+    outcome: str | None = None  # the upstream run's outcome at `tick` (Succeeded, Failed)
+    job: str | None = None  # this schedule's run for it, when one was started
+
+
+class GatedTick(_ApiModel):
+    """One entry of status.gated: a tick of a gate (a schedule with spec.after) waiting
+    for its upstreams' runs of its period, at most until `until`."""
+
+    tick: UtcTime
+    job: str
+    until: UtcTime
 
 
 class Condition(_ApiModel):
@@ -377,6 +456,8 @@ class CronScheduleStatus(_ApiModel):
     last_rerun: str | None = None  # the last rerun-failed request handled (backfill --failed)
     last_successful_tick: UtcTime | None = None  # the tick of the newest succeeded Job
     installation: str | None = None  # the installation that fires it: "namespace/lease"
+    after: list[AfterCursor] | None = None  # spec.after: the upstream runs handled
+    gated: list[GatedTick] | None = None  # spec.after as a gate: ticks waiting for upstreams
 
     @property
     def cursor(self) -> datetime | None:

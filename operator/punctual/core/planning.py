@@ -218,7 +218,10 @@ def _fingerprint(
 
 
 def tick_source(spec: CronScheduleSpec, *, uid: str) -> TickSource:
-    """The ticks of a spec (cron, one-shot or combined); ScheduleError if unusable."""
+    """The ticks of a spec (cron, one-shot or combined); ScheduleError if unusable, or if
+    it has none of its own (spec.after alone: see `chaining`)."""
+    if spec.chained:
+        raise ScheduleError("after", "", "no ticks of its own: it runs after its upstreams")
     _require_in_range(spec)
     combined = spec.schedules is not None or spec.exclude or spec.start_time or spec.end_time
     if spec.run_at is not None:
@@ -400,7 +403,10 @@ def plan_ticks(
     if reset:
         cursor = now
 
-    # 2. An unusable schedule plans nothing but says why.
+    # 2. A schedule fired by its upstreams alone (spec.after, see `chaining`) has no
+    #    ticks of its own. An unusable schedule plans nothing but says why.
+    if spec.chained:
+        return _idle(cursor, wanted, reset=reset, suspended=spec.suspend)
     try:
         source = tick_source(spec, uid=uid)
     except ScheduleError as error:

@@ -55,6 +55,7 @@ class Candidate:
     kind: FiringKind = FiringKind.SCHEDULED  # told to the workload (PUNCTUAL_FIRING)
     trigger: TriggerRequest | None = None  # a manual trigger's request, when still known
     attempt: int = 1  # a retry of a failed tick (spec.retry): 2 and up
+    upstream: tuple[str, ...] = ()  # spec.after: "schedule/run" of the runs that started it
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +129,7 @@ class SkipReason(StrEnum):
     MISSED_RUN_POLICY = "missedRunPolicy=Skip"
     MAX_CONCURRENT = "maxConcurrent"  # Allow or Forbid with spec.maxConcurrent runs running
     CONCURRENCY_GROUP = "concurrencyGroup"  # Allow or Forbid while the group is full
+    SUSPENDED = "suspend"  # a run after an upstream's (spec.after) while suspended or paused
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,6 +37,7 @@ class FiringKind(StrEnum):
     SCHEDULED = "scheduled"  # a tick of the schedule came
     MANUAL = "manual"  # `punctual trigger` (the punctual.dev/trigger annotation)
     BACKFILL = "backfill"  # `punctual backfill` (the punctual.dev/backfill annotation)
+    AFTER = "after"  # upstream runs ended as spec.after names (see `chaining`)
 
 
 # Each fact of a firing: its environment variable and its pod template annotation.
@@ -51,6 +52,9 @@ ENV_EPOCH: Final = "PUNCTUAL_EPOCH"
 # of its tick this run is (1; more once a failed tick is retried).
 ENV_LAST_SUCCESSFUL_TICK: Final = "PUNCTUAL_LAST_SUCCESSFUL_TICK"
 ENV_ATTEMPT: Final = "PUNCTUAL_ATTEMPT"
+# A run after upstream runs (spec.after): the runs that started it, "schedule/run,...".
+# Set only on such runs.
+ENV_UPSTREAM: Final = "PUNCTUAL_UPSTREAM"
 
 ANNOTATIONS: Final[Mapping[str, str]] = {
     ENV_TICK: keys.ANNOTATION_TICK,
@@ -62,6 +66,7 @@ ANNOTATIONS: Final[Mapping[str, str]] = {
     ENV_EPOCH: keys.ANNOTATION_EPOCH,
     ENV_LAST_SUCCESSFUL_TICK: keys.ANNOTATION_LAST_SUCCESSFUL_TICK,
     ENV_ATTEMPT: keys.ANNOTATION_ATTEMPT,
+    ENV_UPSTREAM: keys.ANNOTATION_UPSTREAM,
 }
 VARIABLES: Final = tuple(ANNOTATIONS)
 
@@ -83,10 +88,12 @@ class Firing:
     overrides: tuple[tuple[str, str], ...] = ()
     last_successful_tick: datetime | None = None
     attempt: int = 1
+    upstream: tuple[str, ...] = ()  # spec.after: the upstream runs that started it
 
     def values(self) -> dict[str, str]:
         """Variable name to value; PUNCTUAL_PREVIOUS_TICK is empty when there is none."""
         previous = "" if self.previous_tick is None else format_time(self.previous_tick)
+        upstream = {ENV_UPSTREAM: ",".join(self.upstream)} if self.upstream else {}
         return {
             ENV_TICK: format_time(self.tick),
             ENV_TICK_LOCAL: self.tick.astimezone(self.zone).isoformat(),
@@ -99,6 +106,7 @@ class Firing:
             if self.last_successful_tick is None
             else format_time(self.last_successful_tick),
             ENV_ATTEMPT: str(self.attempt),
+            **upstream,
         }
 
 

@@ -26,6 +26,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from punctual.core.backfilling import Batch
+from punctual.core.chaining import Chain
 from punctual.core.claiming import Claims, Gathered
 from punctual.core.finishing import finished_message
 from punctual.core.freezing import Freeze, FreezeAction
@@ -258,6 +259,7 @@ class Outcome:
     standing: Standing
     clash: EventNote | None
     retries: Retries
+    chain: Chain
     last_trigger: str | None
     installation: str | None
     epoch: int
@@ -281,7 +283,7 @@ def build(o: Outcome, *, now: datetime) -> Written:
         tuple(schedule.old.conditions), o.standing, now=now, generation=schedule.generation
     )
     new, history = _fields(o, _firings(o), conds)
-    skips = (*o.freezing.skips, *o.overlap.skips)
+    skips = (*o.freezing.skips, *o.overlap.skips, *o.chain.skips)
     counted = tuple(Counter(s.reason for s in skips).items()) if skips else ()
     dead = _newly_dead(schedule.old.recent_firings, history)
     return Written(
@@ -296,11 +298,25 @@ def build(o: Outcome, *, now: datetime) -> Written:
 def _firings(o: Outcome) -> tuple[RecordedFiring, ...]:
     """What this decision records in status.recentFirings, in the order it happened."""
     overlap, epoch = o.overlap, o.epoch
-    if not (o.freezing.skips or overlap.late or overlap.skips or o.plan.missed or o.plan.skipped):
+    chain = o.chain
+    if not (
+        o.freezing.skips
+        or overlap.late
+        or overlap.skips
+        or o.plan.missed
+        or o.plan.skipped
+        or chain.skips
+        or chain.missed
+    ):
         return (*o.gathered.fired, *o.claims.created)  # the usual pass: nothing skipped
     return (
         *o.gathered.fired,
         *(_skipped(skip, epoch) for skip in o.freezing.skips),
+        *(_skipped(skip, epoch) for skip in chain.skips),
+        *(
+            RecordedFiring(tick=c.tick, outcome=FiringOutcome.MISSED, epoch=epoch, reason=why)
+            for c, why in chain.missed
+        ),
         *(_late(c, overlap.late_after, epoch) for c in overlap.late),
         *(_skipped(skip, epoch) for skip in overlap.skips),
         *o.claims.created,
@@ -316,6 +332,8 @@ def _events(o: Outcome) -> tuple[EventNote, ...]:
         *o.gathered.notes,
         *([o.clash] if o.clash else []),
         *(_skip_note(skip) for skip in o.freezing.skips),
+        *(_skip_note(skip) for skip in o.chain.skips),
+        *o.chain.notes,
         *(_late_note(c) for c in overlap.late),
         *(_skip_note(skip) for skip in overlap.skips),
         *(_buffered_note(c) for c in overlap.newly_buffered),
@@ -384,6 +402,8 @@ def _fields(
         "conditions": list(conds),
         "consecutive_failures": pause.failures,
         "last_successful_tick": fresh.last_tick,
+        "after": list(o.chain.cursors) if o.chain.cursors is not None else None,
+        "gated": list(o.chain.gated or ()) or None,
     }
     if pause.resumed is not None:
         updates["last_resume"] = pause.resumed
@@ -418,6 +438,7 @@ def _skipped(skip: Skip, epoch: int) -> RecordedFiring:
         epoch=epoch,
         reason=skip.message,
         manual=candidate.manual,
+        upstream=list(candidate.upstream) or None,
         **trigger_fields(candidate),
     )
 

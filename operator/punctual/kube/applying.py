@@ -174,6 +174,10 @@ def count_outcomes(
             metrics.ticks_dead.labels(namespace, name).inc(decision.newly_dead)
     if applied.failed:
         metrics.create_failures.labels(namespace, name).inc(len(applied.failed))
+    created = {j.name for j in applied.created}
+    for job, lag in decision.lags:  # runs after upstream runs (spec.after), once created
+        if job in created:
+            metrics.chain_lag.observe(lag)
 
 
 class Applier:

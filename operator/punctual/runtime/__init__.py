@@ -6,6 +6,8 @@
   namespaces, routine writes in a lane of their own).
 - `reconciling`: one pass over one schedule (decide, let the status wait, apply).
 - `view`: the leader's view of schedules and Jobs, fresher than the watch.
+- `chains`: who runs after whom (spec.after), to wake a downstream when its upstream's
+  run ends.
 - `early`: deciding the schedules due soon while the lists stream in.
 - `freezewindows`: the FreezeWindows as followed, and their status.
 - `clusterwide`: the Calendars, ClusterFreezeWindows and Namespace labels, listed, and

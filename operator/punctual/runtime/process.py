@@ -43,6 +43,7 @@ from punctual.kube.watching import make_registry, new_indexers, quiet_kopf, watc
 from punctual.kube.workloads import Workloads
 from punctual.metrics import Metrics, serve
 from punctual.runtime.calibrating import calibrate
+from punctual.runtime.chains import Downstreams
 from punctual.runtime.clusterwide import ClusterWide
 from punctual.runtime.early import EarlyDecisions
 from punctual.runtime.freezewindows import FreezeWindows
@@ -101,6 +102,7 @@ class Operator:
         # The compiled spec.completion of each schedule that has one, by uid.
         self.rules = CompletionRules()
         self.groups = Groups(api, options.namespaces)  # concurrency groups: members, limits
+        self.downstreams = Downstreams()  # spec.after: who runs after whom
         self.jobs = JobIndex(api, options.namespaces, self._on_job, rules_of=self.rules.get)
         self.workloads = Workloads(
             api,
@@ -155,6 +157,7 @@ class Operator:
             served=self.workloads.served,
             groups=self.groups,
             verified_triggers=options.verified_triggers,
+            synced=lambda: self.synced.is_set(),
         )
         self.freezes = FreezeWindows(
             api,
@@ -227,6 +230,9 @@ class Operator:
         group = self.groups.observe(key, body)
         if group is not None:  # a member changed: the others may have room now
             self._notify_group(key, group)
+        self.downstreams.observe(key, body)
+        for downstream in self.downstreams.of(key):  # it recorded an outcome, or went away
+            self.loop.notify(downstream)
         version = None if body is None else (body.get("metadata") or {}).get("resourceVersion")
         echo = self.view.is_echo(key, version)  # our own write: nothing new
         if not self.synced.is_set():
@@ -244,6 +250,8 @@ class Operator:
             group = self.groups.group(key)
             if group is not None:  # a member's run started or ended: the others look again
                 self._notify_group(key, group)
+            for downstream in self.downstreams.of(key):  # an upstream's run ended
+                self.loop.notify(downstream)
 
     def _notify_group(self, key: Key, group: str) -> None:
         for member in self.groups.members(key[0], group):

@@ -26,6 +26,7 @@ from typing import Any, Protocol
 
 from punctual.clocks import Clock
 from punctual.core.calendars import Known
+from punctual.core.chaining import Upstream, after_names, find_cycle, upstream_of
 from punctual.core.deciding import decide
 from punctual.core.decisions import Decision, Leadership
 from punctual.core.delaying import delay_write, routine, routine_wake
@@ -166,8 +167,9 @@ class Roles:
 
 class Reconciler:
     """One pass over one schedule. Over 300 lines: the pass itself, the concurrency
-    group's state and report (read under the group's lock, so kept beside the pass), and
-    the release of a deleted schedule's Jobs, which all read the same view and roles."""
+    group's state and report (read under the group's lock, so kept beside the pass), the
+    upstreams of spec.after, and the release of a deleted schedule's Jobs, which all read
+    the same view and roles."""
 
     def __init__(
         self,
@@ -187,7 +189,9 @@ class Reconciler:
         served: Callable[[], Served] = lambda: JOBS_ONLY,
         groups: Grouping | None = None,
         verified_triggers: bool = False,
+        synced: Callable[[], bool] = lambda: True,
     ) -> None:
+        self.synced = synced  # both lists are in: a schedule not in the view does not exist
         self.groups = groups
         self.verified_triggers = verified_triggers  # the triggers policy is in force
         # One pass at a time per concurrency group: a member decides on the runs the
@@ -358,6 +362,7 @@ class Reconciler:
         installation = None if self.installation is None else self.installation.name
         jobs = self.view.jobs(uid)
         self._report_rule_errors(key, body, jobs)
+        upstreams, cycle = self._upstreams(key, body)
         decision = decide(
             body,
             jobs,
@@ -368,6 +373,8 @@ class Reconciler:
             served=self.served(),
             group=self._group(key, body),
             verified_triggers=self.verified_triggers,
+            upstreams=upstreams,
+            cycle=cycle,
         )
         if decision.status is None:
             self.view.unwritten_since.pop(key, None)
@@ -382,6 +389,33 @@ class Reconciler:
         if delayed.unwritten_since is not None:
             self.view.unwritten_since[key] = delayed.unwritten_since
         return delayed.decision
+
+    def _upstreams(
+        self, key: Key, body: Mapping[str, Any]
+    ) -> tuple[dict[str, Upstream | None] | None, tuple[str, ...] | None]:
+        """spec.after's upstreams as this leader's view holds them (None: the lists are
+        not in yet, so a missing one may only be unlisted), and a chain of spec.after from
+        the schedule back to itself, if any (`core.chaining`). Every replica follows every
+        schedule and Job, so an upstream decided by another shard is read the same way;
+        the downstream's own claim is the fence, whoever decides the upstream."""
+        names = after_names(body)
+        if not names:
+            return {}, None
+        if not self.synced():
+            return None, None
+        found: dict[str, Upstream | None] = {}
+        for name in names:
+            other = self.view.schedule((key[0], name))
+            if other is None:
+                found[name] = None
+                continue
+            jobs = self.view.jobs(str(other["metadata"]["uid"]))
+            found[name] = upstream_of(name, other, jobs)
+
+        def upstreams_of(name: str) -> tuple[str, ...]:
+            return names if name == key[1] else after_names(self.view.schedule((key[0], name)))
+
+        return found, find_cycle(key[1], upstreams_of)
 
     def _group(self, key: Key, body: Mapping[str, Any]) -> Group | None:
         """The schedule's concurrency group as it stands (`core.groups.state`), from the

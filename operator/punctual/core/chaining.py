@@ -1,0 +1,407 @@
+"""Runs after other schedules' runs: spec.after, one rule of a decision.
+
+Why it exists: "run B after A succeeds" is what teams fake with guessed offsets (extract
+at 02:00, load at 02:30 and hope). Punctual records every run's outcome with its tick, so
+the chain can be exact. `spec.after: [{schedule: A, on: Succeeded|Failed|Finished}]`
+without a schedule of its own starts one run of B for each run of A that ends with that
+outcome (with several upstreams, fan-in: each must have that outcome for the same tick).
+The run is a candidate like a due tick: its tick is the upstream's tick, its name
+`<B>-<tick>` (`naming.job_name`), it is admitted against the one room (`admitting`, by
+the concurrency policy in `overlapping`) and claimed in status.inFlight before it is
+created (`claiming`), carrying the upstream runs that started it.
+
+Exactly once: the fact is the upstream run's outcome as its Job or its status.recentFirings
+records it; the fence is B's claim of `<B>-<tick>`, written with B's resourceVersion; the
+cursor is status.after (per upstream, the newest tick B has handled), moved in the same
+write as the claim. A leader killed before that write leaves the cursor where it was and
+the outcome still recorded: the next leader decides the same run again. Killed after it,
+the claim is in flight and is created on takeover. Upstream ticks are handled oldest
+first, and none while an older one of the same upstream is still running or will be
+retried, so the cursor never passes a run it has not decided.
+
+How far back: a chain sees the upstream runs the upstream still records, its kept Jobs
+(its history limits) and status.recentFirings (the 20 newest); a run older than both
+that was never handled (B down or suspended past twenty upstream runs) is not run after.
+Where the cursor starts: at B's creation for a new B; at the upstream's newest ended
+run when `after` is added to a schedule that already ran (its past is not replayed).
+
+With a schedule of its own, spec.after is a gate (`gate`): a due tick of B waits in
+status.gated up to `within` for each upstream's run of its period (an upstream tick after
+B's previous tick, up to B's tick plus `within`) to end with the outcome named, fires
+when they have, and is Missed, with the reason, when `within` passes first.
+
+What it must never do: start a run for an upstream tick at or before the cursor, for an
+upstream run still running or about to be retried, or for a tick whose run B already has
+(its Job, its claim, its recorded firing); or raise for a missing upstream or a cycle
+(those are reported as the reason the spec is invalid). Like all of `punctual.core`, it
+never talks to the API server or reads the clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Final
+
+from pydantic import ValidationError
+
+from punctual.core.jobs import JobSnapshot, JobState
+from punctual.core.models import (
+    AfterCursor,
+    ChainOn,
+    CronScheduleSpec,
+    FiringOutcome,
+    GatedTick,
+    parse_status,
+)
+from punctual.core.naming import job_name
+from punctual.core.planning import tick_source
+from punctual.core.records import Candidate, EventNote, ScheduleRead, Skip, SkipReason
+from punctual.core.schedules import ScheduleError
+from punctual.core.stamping import FiringKind
+from punctual.core.times import format_time, maybe_time
+
+# How many upstreams deep a cycle is looked for.
+MAX_DEPTH: Final = 32
+_TINY: Final = timedelta(microseconds=1)
+_ENDED: Final = (FiringOutcome.SUCCEEDED, FiringOutcome.FAILED)
+
+
+@dataclass(frozen=True, slots=True)
+class Ended:
+    """How an upstream tick ended: its outcome (Succeeded, Failed, or what status recorded
+    for a tick that never ran: Skipped, Missed, Replaced), when, and by which run."""
+
+    outcome: FiringOutcome
+    at: datetime | None
+    job: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Upstream:
+    """An upstream schedule as this decision sees it: its ended ticks and the ticks whose
+    run is still to come (running, claimed, or waiting for a retry)."""
+
+    name: str
+    ended: Mapping[datetime, Ended]
+    pending: frozenset[datetime]
+    created: datetime | None = None
+
+    @property
+    def newest(self) -> datetime | None:
+        return max([*self.ended, *self.pending], default=None)
+
+
+def upstream_of(name: str, body: Mapping[str, Any], jobs: Sequence[JobSnapshot]) -> Upstream:
+    """What a downstream reads of upstream `name`: from its Jobs (a finished one is the
+    fact, before status records it) and its status (runs whose Jobs history clean-up
+    deleted, ticks skipped or missed, claims and retries still to come)."""
+    try:
+        status = parse_status(body)
+    except ValidationError:
+        status = parse_status({})
+    retry = ((body.get("spec") or {}).get("retry") or {}).get("maxAttempts") or 1
+    uid = str((body.get("metadata") or {}).get("uid", ""))
+    ended: dict[datetime, Ended] = {}
+    pending: set[datetime] = set()
+    # Per tick, its newest attempt: (attempt, how it ended, whether another one comes).
+    attempts: dict[datetime, tuple[int, Ended, bool]] = {}
+
+    def note(tick: datetime, attempt: int, end: Ended, manual: bool, dead: bool) -> None:
+        if end.outcome is FiringOutcome.SUCCEEDED:
+            ended[tick] = end
+        failed = end.outcome is FiringOutcome.FAILED
+        again = failed and not (manual or dead) and attempt < retry  # spec.retry
+        if tick not in attempts or attempt > attempts[tick][0]:
+            attempts[tick] = (attempt, end, again)
+
+    for firing in status.recent_firings:
+        if firing.outcome is FiringOutcome.CREATED:
+            pending.add(firing.tick)
+            continue
+        end = Ended(firing.outcome, None, firing.job)
+        note(firing.tick, firing.attempt or 1, end, firing.manual, bool(firing.dead))
+    for job in jobs:
+        if job.schedule_uid != uid or job.tick is None or (job.deleting and job.active):
+            continue
+        if job.state is JobState.ACTIVE:
+            pending.add(job.tick)
+            continue
+        outcome = FiringOutcome(job.state.value)
+        note(
+            job.tick,
+            job.attempt,
+            Ended(outcome, job.finished_at, job.name),
+            bool(job.trigger),
+            False,
+        )
+    seen = {j.name for j in jobs}
+    cursor = status.last_scheduled_time
+    for claim in status.in_flight:
+        ahead = (
+            claim.job == job_name(name, claim.tick)
+            and not claim.backfill
+            and not claim.upstream
+            and (cursor is None or claim.tick > cursor)
+        )  # claimed ahead (`claiming.claimed_ahead`): decided again at its tick
+        if claim.job not in seen and not ahead:
+            pending.add(claim.tick)
+    pending |= {r.tick for r in status.retrying or ()}
+    for tick, (_, end, again) in attempts.items():
+        if again:
+            pending.add(tick)
+        elif tick not in ended and tick not in pending:
+            ended[tick] = end
+    finished_pending = frozenset(t for t in pending if t not in ended)
+    created = (body.get("metadata") or {}).get("creationTimestamp")
+    return Upstream(name, ended, finished_pending, maybe_time(created))
+
+
+def after_names(body: Mapping[str, Any] | None) -> tuple[str, ...]:
+    """The upstreams a schedule names in spec.after, as written (unvalidated)."""
+    if body is None:
+        return ()
+    entries = (body.get("spec") or {}).get("after")
+    if not isinstance(entries, list):
+        return ()
+    return tuple(
+        str(e["schedule"]) for e in entries if isinstance(e, Mapping) and e.get("schedule")
+    )
+
+
+def find_cycle(name: str, upstreams_of: Callable[[str], Sequence[str]]) -> tuple[str, ...] | None:
+    """A chain of spec.after from `name` back to itself (`name`, ..., `name`), if any,
+    following `upstreams_of` at most MAX_DEPTH deep."""
+    path = [name]
+    seen: set[str] = set()
+
+    def walk(at: str, depth: int) -> tuple[str, ...] | None:
+        if depth > MAX_DEPTH:
+            return None
+        for up in upstreams_of(at):
+            if up == name:
+                return (*path, up)
+            if up in seen:
+                continue
+            seen.add(up)
+            path.append(up)
+            found = walk(up, depth + 1)
+            if found is not None:
+                return found
+            path.pop()
+        return None
+
+    return walk(name, 0)
+
+
+def problem(
+    spec: CronScheduleSpec,
+    upstreams: Mapping[str, Upstream | None],
+    cycle: Sequence[str] | None,
+) -> str | None:
+    """Why spec.after cannot be followed: a cycle, or an upstream not found (never
+    created, deleted, or in another namespace, which spec.after cannot name)."""
+    if cycle:
+        return f"spec.after: a cycle ({' -> '.join(cycle)}): no run of it could ever start"
+    for index, entry in enumerate(spec.after or ()):
+        if upstreams.get(entry.schedule) is None:
+            return (
+                f"spec.after[{index}].schedule: no CronSchedule {entry.schedule} in this "
+                "namespace (an upstream must be in the same namespace)"
+            )
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Chain:
+    """spec.after in one decision."""
+
+    candidates: tuple[Candidate, ...] = ()  # runs to start, oldest upstream tick first
+    skips: tuple[Skip, ...] = ()  # upstream runs a suspended or paused schedule skipped
+    cursors: tuple[AfterCursor, ...] | None = None  # status.after
+    lags: tuple[tuple[str, float], ...] = ()  # per run to start: seconds since upstreams ended
+    gated: tuple[GatedTick, ...] | None = None  # status.gated
+    missed: tuple[tuple[Candidate, str], ...] = ()  # gated ticks whose `within` passed
+    open: tuple[Candidate, ...] = ()  # gated ticks whose upstreams' runs ended as named
+    wake: datetime | None = None  # when the oldest gated tick gives up
+    notes: tuple[EventNote, ...] = ()
+
+
+def _matches(on: ChainOn, outcome: FiringOutcome) -> bool:
+    if on is ChainOn.FINISHED:
+        return outcome in _ENDED
+    return outcome.value == on.value
+
+
+def runs_after(
+    spec: CronScheduleSpec,
+    schedule: ScheduleRead,
+    upstreams: Mapping[str, Upstream],
+    *,
+    suspended: bool,
+    now: datetime,
+) -> Chain:
+    """The runs a schedule fired by its upstreams alone starts now, and its new cursors."""
+    entries = spec.after or ()
+    if not spec.chained or not entries:
+        return Chain()
+    old = schedule.old
+    written = {c.schedule: c for c in old.after or ()}
+    floors: dict[str, datetime] = {}
+    for entry in entries:
+        up = upstreams[entry.schedule]
+        if entry.schedule in written:
+            floors[entry.schedule] = written[entry.schedule].tick
+        elif old.observed_generation is None:  # a new schedule: from its creation on
+            floors[entry.schedule] = schedule.created
+        else:  # after added to a schedule that ran: its upstream's past is not replayed
+            floors[entry.schedule] = max([schedule.created, *up.ended])
+    start = max(floors.values())
+    cursors = {e.schedule: written.get(e.schedule) for e in entries}
+    ticks = sorted({t for e in entries for t in upstreams[e.schedule].ended if t > start})
+    known = {*schedule.by_name, *(c.job for c in old.in_flight)}
+    known |= {f.job for f in old.recent_firings if f.job is not None}
+    candidates: list[Candidate] = []
+    skips: list[Skip] = []
+    lags: dict[str, float] = {}
+    for tick in ticks:
+        if any(p <= tick for e in entries for p in upstreams[e.schedule].pending if p > start):
+            break  # an older (or this) run of an upstream has not ended: wait, in order
+        ends: list[tuple[str, Ended]] = []
+        passed = False
+        waiting = False
+        for entry in entries:
+            up = upstreams[entry.schedule]
+            end = up.ended.get(tick)
+            if end is None:
+                newest = up.newest
+                if newest is not None and newest > tick:
+                    passed = True  # this upstream never ran that tick
+                else:
+                    waiting = True  # it may yet
+                continue
+            ends.append((entry.schedule, end))
+            if not _matches(entry.on, end.outcome):
+                passed = True
+        if waiting and not passed:
+            break
+        name = job_name(schedule.name, tick)
+        for upstream, end in ends:
+            cursors[upstream] = AfterCursor(
+                schedule=upstream,
+                tick=tick,
+                outcome=end.outcome.value,
+                job=None if passed else name,
+            )
+        for entry in entries:
+            if entry.schedule not in dict(ends):
+                cursors[entry.schedule] = AfterCursor(schedule=entry.schedule, tick=tick)
+        if passed or name in known:
+            continue
+        started = tuple(f"{u}/{e.job}" for u, e in ends if e.job is not None)
+        candidate = Candidate(name, tick, kind=FiringKind.AFTER, upstream=started)
+        if suspended:
+            message = f"suspended or paused: the run after {', '.join(started)} is skipped"
+            skips.append(Skip(candidate, SkipReason.SUSPENDED, message))
+            continue
+        candidates.append(candidate)
+        finished = [e.at for _, e in ends if e.at is not None]
+        if finished:
+            lags[name] = max(0.0, (now - max(finished)).total_seconds())
+    new_cursors = tuple(
+        cursors[e.schedule] or AfterCursor(schedule=e.schedule, tick=floors[e.schedule])
+        for e in entries
+    )
+    return Chain(tuple(candidates), tuple(skips), new_cursors, tuple(lags.items()))
+
+
+def gate(
+    spec: CronScheduleSpec,
+    schedule: ScheduleRead,
+    due: Sequence[Candidate],
+    upstreams: Mapping[str, Upstream],
+    *,
+    now: datetime,
+) -> Chain:
+    """spec.after with a schedule of its own: each due scheduled tick waits (status.gated)
+    until every upstream has a run of its period that ended as named (then it goes on
+    to the concurrency policy), or until `within` passes (then it is Missed)."""
+    entries = spec.after or ()
+    if spec.chained or not entries:
+        return Chain(open=tuple(due))
+    longest = max(e.within_seconds or 0 for e in entries)
+    queue = [
+        Candidate(g.job, g.tick)
+        for g in schedule.old.gated or ()
+        if g.job not in schedule.by_name and g.job not in {c.job for c in due}
+    ]
+    queue += [c for c in due if not c.manual and c.kind is FiringKind.SCHEDULED]
+    opened = [c for c in due if c.manual or c.kind is not FiringKind.SCHEDULED]
+    waiting: list[GatedTick] = []
+    missed: list[tuple[Candidate, str]] = []
+    notes: list[EventNote] = []
+    for candidate in sorted(queue, key=lambda c: c.tick):
+        since = _previous(spec, schedule.uid, candidate.tick)
+        short = [
+            e for e in entries if not _ran(upstreams[e.schedule], e.on, since, candidate.tick, e)
+        ]
+        if not short:
+            opened.append(candidate)
+            continue
+        until = candidate.tick + timedelta(seconds=longest)
+        if now >= until:
+            names = ", ".join(f"{e.schedule} ({e.on.value})" for e in short)
+            within = ", ".join(str(e.within) for e in short)
+            reason = f"gate: no run of {names} ended as named within {within}"
+            missed.append((candidate, reason))
+            notes.append(
+                EventNote("Warning", "Missed", f"Tick {format_time(candidate.tick)}: {reason}")
+            )
+            continue
+        if candidate.job not in {g.job for g in schedule.old.gated or ()}:
+            names = ", ".join(e.schedule for e in short)
+            message = f"Tick {format_time(candidate.tick)} waits for {names} (gate)"
+            notes.append(EventNote("Normal", "Gated", message))
+        waiting.append(GatedTick(tick=candidate.tick, job=candidate.job, until=until))
+    wake = min((g.until for g in waiting), default=None)
+    return Chain(
+        gated=tuple(waiting),
+        missed=tuple(missed),
+        open=tuple(opened),
+        wake=wake,
+        notes=tuple(notes),
+    )
+
+
+def _previous(spec: CronScheduleSpec, uid: str, tick: datetime) -> datetime | None:
+    try:
+        return tick_source(spec, uid=uid).prev_tick(tick - _TINY)
+    except ScheduleError:
+        return None
+
+
+def _ran(up: Upstream, on: ChainOn, since: datetime | None, tick: datetime, entry: Any) -> bool:
+    """Whether `up` has a run of the period (since, tick + within] that ended as `on`."""
+    until = tick + timedelta(seconds=entry.within_seconds or 0)
+    return any(
+        (since is None or t > since) and t <= until and _matches(on, end.outcome)
+        for t, end in up.ended.items()
+    )
+
+
+def follow(
+    spec: CronScheduleSpec,
+    schedule: ScheduleRead,
+    due: Sequence[Candidate],
+    upstreams: Mapping[str, Upstream | None],
+    *,
+    suspended: bool,
+    now: datetime,
+) -> Chain:
+    """spec.after in one decision: the runs after upstream runs (`runs_after`) for a
+    schedule fired by them alone, the gate (`gate`) for one with a schedule of its own."""
+    found = {name: up for name, up in upstreams.items() if up is not None}
+    if spec.chained:
+        return runs_after(spec, schedule, found, suspended=suspended, now=now)
+    return gate(spec, schedule, due, found, now=now)

@@ -1,0 +1,365 @@
+"""spec.after: a run after each upstream run that ends as named, exactly once, and the gate.
+
+Same fixed instant as `builders`: the downstream (`nightly-report`) was created at
+T0 - 30m; its upstream `extract` runs hourly at T0, T0 + 1h, ..., each run ending ten
+minutes after its tick. Each test hands `decide` the downstream's body and Jobs and the
+upstream as the shell reads it (`chaining.upstream_of`), as the loop would.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+import pytest
+
+from punctual.core import chaining
+from punctual.core.deciding import decide
+from punctual.core.decisions import Decision
+from punctual.core.jobs import JobSnapshot, JobState
+from punctual.core.naming import job_name, retry_job_name
+from tests.unit.builders import (
+    ACTIVE,
+    BROKEN,
+    CREATED,
+    DONE,
+    LEADER,
+    NAME,
+    T0,
+    TEMPLATE,
+    H,
+    M,
+    S,
+    condition,
+    events,
+    iso,
+    job,
+    n,
+    schedule_body,
+)
+
+UP, UP_UID = "extract", "9d1f0c3e-0000-4000-8000-00000000e0e0"
+LOAD, LOAD_UID = "load", "9d1f0c3e-0000-4000-8000-00000000f0f0"
+
+
+def down_spec(*after: dict[str, Any], **more: Any) -> dict[str, Any]:
+    entries = list(after) or [{"schedule": UP, "on": "Succeeded"}]
+    return {"after": entries, "jobTemplate": dict(TEMPLATE), **more}
+
+
+def upstream(
+    name: str = UP,
+    uid: str = UP_UID,
+    jobs: Sequence[JobSnapshot] = (),
+    status: dict[str, Any] | None = None,
+    spec: dict[str, Any] | None = None,
+) -> chaining.Upstream:
+    body = {
+        "metadata": {"name": name, "namespace": "reports", "uid": uid},
+        "spec": spec or {"schedule": "0 * * * *"},
+        "status": status or {},
+    }
+    return chaining.upstream_of(name, body, jobs)
+
+
+def up_job(
+    tick: datetime,
+    state: JobState,
+    *,
+    name: str = UP,
+    uid: str = UP_UID,
+    attempt: int = 1,
+) -> JobSnapshot:
+    run = retry_job_name(name, tick, attempt) if attempt > 1 else job_name(name, tick)
+    made = job(tick, state, schedule_uid=uid, name=run)
+    return dataclasses.replace(made, attempt=attempt)
+
+
+def at(
+    now: datetime,
+    ups: Mapping[str, chaining.Upstream | None],
+    *,
+    spec: dict[str, Any] | None = None,
+    status: dict[str, Any] | None = None,
+    jobs: Sequence[JobSnapshot] = (),
+    cycle: Sequence[str] | None = None,
+) -> Decision:
+    body = schedule_body(spec or down_spec(), status)
+    return decide(body, jobs, now=now, leadership=LEADER, upstreams=ups, cycle=cycle)
+
+
+def created(decision: Decision) -> list[str]:
+    return [c.name for c in decision.creates]
+
+
+def cursor(decision: Decision) -> list[tuple[str, str, str | None]]:
+    assert decision.status is not None
+    return [(c["schedule"], c["tick"], c.get("outcome")) for c in decision.status["after"]]
+
+
+# -- the rule, through `decide` --------------------------------------------------------
+
+
+def test_a_succeeded_upstream_run_starts_one_run_named_for_its_tick() -> None:
+    decision = at(T0 + 11 * M, {UP: upstream(jobs=[up_job(T0, DONE)])})
+    assert created(decision) == [n(T0)]
+    assert decision.status is not None
+    [claim] = decision.status["inFlight"]
+    assert claim["upstream"] == [f"{UP}/{job_name(UP, T0)}"]  # the fence, and who started it
+    assert cursor(decision) == [(UP, iso(T0), "Succeeded")]
+    body = decision.creates[0].body
+    env = body["spec"]["template"]["spec"]["containers"][0]["env"]
+    told = {e["name"]: e["value"] for e in env}
+    assert told["PUNCTUAL_FIRING"] == "after"
+    assert told["PUNCTUAL_UPSTREAM"] == f"{UP}/{job_name(UP, T0)}"
+    assert decision.lags == ((n(T0), 60.0),)  # ended at T0 + 10m, created at T0 + 11m
+
+
+def test_a_failed_upstream_run_starts_nothing_and_is_handled() -> None:
+    decision = at(T0 + 11 * M, {UP: upstream(jobs=[up_job(T0, BROKEN)])})
+    assert created(decision) == []
+    assert cursor(decision) == [(UP, iso(T0), "Failed")]
+
+
+@pytest.mark.parametrize(
+    ("on", "state", "runs"),
+    [
+        ("Succeeded", DONE, True),
+        ("Succeeded", BROKEN, False),
+        ("Failed", BROKEN, True),
+        ("Failed", DONE, False),
+        ("Finished", DONE, True),
+        ("Finished", BROKEN, True),
+    ],
+)
+def test_on_names_the_outcome_that_starts_a_run(on: str, state: JobState, runs: bool) -> None:
+    spec = down_spec({"schedule": UP, "on": on})
+    decision = at(T0 + 11 * M, {UP: upstream(jobs=[up_job(T0, state)])}, spec=spec)
+    assert created(decision) == ([n(T0)] if runs else [])
+
+
+def test_a_running_upstream_run_is_waited_for() -> None:
+    decision = at(T0 + 5 * M, {UP: upstream(jobs=[up_job(T0, ACTIVE)])})
+    assert created(decision) == []
+    assert cursor(decision) == [(UP, iso(CREATED), None)]  # a new schedule: from its creation
+
+
+def test_upstream_runs_from_before_the_downstream_existed_are_not_run_after() -> None:
+    early = T0 - H  # before CREATED
+    decision = at(T0 + 11 * M, {UP: upstream(jobs=[up_job(early, DONE), up_job(T0, DONE)])})
+    assert created(decision) == [n(T0)]
+
+
+def test_runs_are_handled_in_upstream_tick_order_never_past_one_still_running() -> None:
+    jobs = [up_job(T0, ACTIVE), up_job(T0 + H, DONE)]  # Allow: the older one runs long
+    decision = at(T0 + H + 11 * M, {UP: upstream(jobs=jobs)})
+    assert created(decision) == []
+    jobs = [up_job(T0, DONE), up_job(T0 + H, DONE)]
+    decision = at(T0 + H + 12 * M, {UP: upstream(jobs=jobs)})
+    assert created(decision) == [n(T0), n(T0 + H)]
+
+
+def test_a_leader_killed_after_the_claim_is_followed_by_one_create_of_the_same_run() -> None:
+    ups = {UP: upstream(jobs=[up_job(T0, DONE)])}
+    first = at(T0 + 11 * M, ups)
+    assert first.status is not None
+    # Killed after the claim was written, before the create: the next leader creates it
+    # from the claim (the cursor has moved: the rule does not offer it again).
+    again = at(T0 + 12 * M, ups, status=first.status)
+    assert created(again) == [n(T0)]
+    assert again.status is None or again.status["inFlight"] == first.status["inFlight"]
+    # Once its Job exists, nothing more.
+    made = job(T0, ACTIVE)
+    later = at(T0 + 13 * M, ups, status=first.status, jobs=[made])
+    assert created(later) == []
+
+
+def test_a_leader_killed_before_the_claim_decides_the_same_run_again() -> None:
+    ups = {UP: upstream(jobs=[up_job(T0, DONE)])}
+    assert created(at(T0 + 11 * M, ups)) == created(at(T0 + 14 * M, ups)) == [n(T0)]
+
+
+def test_a_run_the_downstream_already_has_is_not_started_again() -> None:
+    ups = {UP: upstream(jobs=[up_job(T0, DONE)])}
+    status = {
+        "recentFirings": [{"tick": iso(T0), "job": n(T0), "outcome": "Succeeded", "epoch": 6}]
+    }
+    decision = at(T0 + 11 * M, ups, status=status)
+    assert created(decision) == []
+    assert cursor(decision) == [(UP, iso(T0), "Succeeded")]
+
+
+def test_an_upstream_run_pruned_but_recorded_still_counts() -> None:
+    status = {
+        "recentFirings": [
+            {"tick": iso(T0), "job": job_name(UP, T0), "outcome": "Succeeded", "epoch": 6}
+        ]
+    }
+    decision = at(T0 + 11 * M, {UP: upstream(status=status)})
+    assert created(decision) == [n(T0)]
+
+
+def test_an_upstream_tick_to_be_retried_waits_and_runs_after_the_attempt_that_succeeds() -> None:
+    spec = {"schedule": "0 * * * *", "retry": {"maxAttempts": 3}}
+    failed = up_job(T0, BROKEN)
+    decision = at(T0 + 11 * M, {UP: upstream(jobs=[failed], spec=spec)})
+    assert created(decision) == []  # attempt 2 comes
+    second = up_job(T0, DONE, attempt=2)
+    decision = at(T0 + 21 * M, {UP: upstream(jobs=[failed, second], spec=spec)})
+    assert created(decision) == [n(T0)]
+    [claim] = decision.status["inFlight"] if decision.status else []
+    assert claim["upstream"] == [f"{UP}/{retry_job_name(UP, T0, 2)}"]
+
+
+def test_an_upstream_tick_dead_after_its_last_attempt_starts_on_failed() -> None:
+    spec = {"schedule": "0 * * * *", "retry": {"maxAttempts": 2}}
+    runs = [up_job(T0, BROKEN), up_job(T0, BROKEN, attempt=2)]
+    down = down_spec({"schedule": UP, "on": "Failed"})
+    decision = at(T0 + 21 * M, {UP: upstream(jobs=runs, spec=spec)}, spec=down)
+    assert created(decision) == [n(T0)]
+
+
+def test_fan_in_runs_once_every_upstream_ended_as_named_for_the_same_tick() -> None:
+    spec = down_spec({"schedule": UP}, {"schedule": LOAD})
+    one = upstream(jobs=[up_job(T0, DONE)])
+    waiting = upstream(LOAD, LOAD_UID, jobs=[up_job(T0, ACTIVE, name=LOAD, uid=LOAD_UID)])
+    assert created(at(T0 + 11 * M, {UP: one, LOAD: waiting}, spec=spec)) == []
+    done = upstream(LOAD, LOAD_UID, jobs=[up_job(T0, DONE, name=LOAD, uid=LOAD_UID)])
+    decision = at(T0 + 12 * M, {UP: one, LOAD: done}, spec=spec)
+    assert created(decision) == [n(T0)]
+    assert decision.status is not None
+    assert decision.status["inFlight"][0]["upstream"] == [
+        f"{UP}/{job_name(UP, T0)}",
+        f"{LOAD}/{job_name(LOAD, T0)}",
+    ]
+    failed = upstream(LOAD, LOAD_UID, jobs=[up_job(T0, BROKEN, name=LOAD, uid=LOAD_UID)])
+    assert created(at(T0 + 12 * M, {UP: one, LOAD: failed}, spec=spec)) == []
+
+
+def test_fan_in_passes_a_tick_one_upstream_never_ran() -> None:
+    spec = down_spec({"schedule": UP}, {"schedule": LOAD})
+    one = upstream(jobs=[up_job(T0, DONE), up_job(T0 + H, DONE)])
+    other = upstream(LOAD, LOAD_UID, jobs=[up_job(T0 + H, DONE, name=LOAD, uid=LOAD_UID)])
+    decision = at(T0 + H + 11 * M, {UP: one, LOAD: other}, spec=spec)
+    assert created(decision) == [n(T0 + H)]
+
+
+def test_a_suspended_downstream_records_the_upstream_runs_it_skipped() -> None:
+    decision = at(
+        T0 + 11 * M, {UP: upstream(jobs=[up_job(T0, DONE)])}, spec=down_spec(suspend=True)
+    )
+    assert created(decision) == []
+    assert decision.status is not None
+    [firing] = decision.status["recentFirings"]
+    assert (firing["outcome"], firing["tick"]) == ("Skipped", iso(T0))
+    assert "suspended" in firing["reason"]
+    assert cursor(decision) == [(UP, iso(T0), "Succeeded")]
+
+
+def test_forbid_skips_a_run_after_while_the_downstream_still_runs() -> None:
+    ups = {UP: upstream(jobs=[up_job(T0, DONE), up_job(T0 + H, DONE)])}
+    older = job(T0, ACTIVE)  # its run for T0 still runs
+    status = {"after": [{"schedule": UP, "tick": iso(T0)}]}
+    spec = down_spec(concurrencyPolicy="Forbid")
+    decision = at(T0 + H + 11 * M, ups, spec=spec, status=status, jobs=[older])
+    assert created(decision) == []
+    assert decision.skipped[0][0].value == "concurrencyPolicy=Forbid"
+
+
+@pytest.mark.parametrize(
+    ("ups", "cycle", "says"),
+    [
+        ({UP: None}, None, "no CronSchedule extract in this namespace"),
+        (
+            {UP: upstream()},
+            (NAME, UP, NAME),
+            "a cycle (nightly-report -> extract -> nightly-report)",
+        ),
+    ],
+    ids=["a missing upstream", "a cycle"],
+)
+def test_a_chain_that_cannot_be_followed_is_an_invalid_spec(
+    ups: dict[str, chaining.Upstream | None], cycle: Sequence[str] | None, says: str
+) -> None:
+    decision = at(T0, ups, cycle=cycle)
+    assert decision.creates == ()
+    assert decision.status is not None
+    invalid = condition(decision.status, "InvalidSpec")
+    assert invalid["status"] == "True" and says in invalid["message"]
+    assert any(says in message for _, message in events(decision, "InvalidSpec"))
+
+
+def test_nothing_is_decided_before_the_upstreams_are_known() -> None:
+    decision = decide(schedule_body(down_spec()), [], now=T0, leadership=LEADER, upstreams=None)
+    assert decision.status is None and not decision.writes
+
+
+# -- the gate --------------------------------------------------------------------------
+
+
+def gate_spec(within: str = "30m") -> dict[str, Any]:
+    return down_spec({"schedule": UP, "within": within}, schedule="15 * * * *")
+
+
+def test_a_gated_tick_waits_then_runs_when_its_period_succeeded() -> None:
+    tick = T0 + 15 * M
+    status = {"lastScheduledTime": iso(T0 - 45 * M)}
+    waiting = at(
+        tick + S, {UP: upstream(jobs=[up_job(T0, ACTIVE)])}, spec=gate_spec(), status=status
+    )
+    assert created(waiting) == []
+    assert waiting.status is not None
+    assert waiting.status["gated"] == [
+        {"tick": iso(tick), "job": n(tick), "until": iso(tick + 30 * M)}
+    ]
+    assert waiting.next_wake is not None and waiting.next_wake <= tick + 30 * M
+    opened = at(
+        tick + 5 * M,
+        {UP: upstream(jobs=[up_job(T0, DONE)])},
+        spec=gate_spec(),
+        status=waiting.status,
+    )
+    assert created(opened) == [n(tick)]
+
+
+def test_a_gated_tick_is_missed_with_the_reason_when_within_passes() -> None:
+    tick = T0 + 15 * M
+    status = {"lastScheduledTime": iso(T0 - 45 * M)}
+    ups = {UP: upstream(jobs=[up_job(T0, BROKEN)])}
+    waiting = at(tick + S, ups, spec=gate_spec(), status=status)
+    missed = at(tick + 31 * M, ups, spec=gate_spec(), status=waiting.status)
+    assert created(missed) == []
+    assert missed.status is not None
+    [firing] = [f for f in missed.status["recentFirings"] if f["outcome"] == "Missed"]
+    assert firing["tick"] == iso(tick) and "gate" in firing["reason"]
+    assert "gated" not in missed.status
+
+
+# -- the pure parts --------------------------------------------------------------------
+
+
+def test_find_cycle_follows_after_back_to_the_start() -> None:
+    graph = {"a": ["b"], "b": ["c"], "c": ["a"], "d": ["a"]}
+    assert chaining.find_cycle("a", lambda s: graph.get(s, [])) == ("a", "b", "c", "a")
+    assert chaining.find_cycle("d", lambda s: graph.get(s, [])) is None
+    assert chaining.find_cycle("s", lambda s: ["s"]) == ("s", "s")
+
+
+def test_upstream_of_reads_runs_from_jobs_and_status() -> None:
+    status = {
+        "recentFirings": [
+            {"tick": iso(T0 - H), "job": job_name(UP, T0 - H), "outcome": "Failed", "epoch": 1},
+            {"tick": iso(T0 - 2 * H), "outcome": "Missed", "epoch": 1},
+        ],
+        "inFlight": [{"tick": iso(T0 + H), "job": job_name(UP, T0 + H), "epoch": 1}],
+        "lastScheduledTime": iso(T0 + H),
+    }
+    up = upstream(jobs=[up_job(T0, DONE)], status=status)
+    assert {t: e.outcome.value for t, e in up.ended.items()} == {
+        T0: "Succeeded",
+        T0 - H: "Failed",
+        T0 - 2 * H: "Missed",
+    }
+    assert up.pending == {T0 + H}  # claimed, not yet seen
