@@ -276,3 +276,27 @@ def test_describe_names_a_bad_spec_field(
     status, _lines, err = run(["describe", "-f", write(tmp_path, body)], capsys)
     assert status == 2
     assert err.startswith("punctual: spec.concurrencyPolicy: Input should be")
+
+
+def test_describe_shows_the_chain_and_why_the_downstream_did_or_did_not_run() -> None:
+    body = copy.deepcopy(SCHEDULE)
+    del body["spec"]["schedule"]
+    body["spec"]["after"] = [
+        {"schedule": "extract", "on": "Succeeded"},
+        {"schedule": "fetch", "on": "Finished"},
+    ]
+    body["status"]["after"] = [
+        {"schedule": "extract", "tick": "2026-11-25T09:00:00Z", "outcome": "Failed"},
+        {"schedule": "fetch", "tick": "2026-11-25T08:00:00Z"},
+    ]
+    lines = describe_schedule(
+        body, now=NOW, explained=[], upcoming=[], zone=BERLIN, downstreams=["publish"]
+    )
+    text = "\n".join(lines)
+    assert "none of its own: it runs after its upstreams (spec.after)" in text
+    assert (
+        "after extract (on Succeeded); its run of 2026-11-25T09:00:00Z Failed: "
+        "not run: Failed is not Succeeded"
+    ) in text
+    assert "after fetch (on Finished); waiting for its first run after 2026-11-25T08:00:00Z" in text
+    assert "runs before: publish" in text

@@ -256,6 +256,26 @@ def fetch_schedule(
     return _on_schedule(arguments, context, lambda api, path: api.get(path))
 
 
+def fetch_downstreams(
+    name: str, namespace: str | None, kubeconfig: str | None, context: Context
+) -> list[str] | None:
+    """The CronSchedules of NAME's namespace whose spec.after names it (for `punctual
+    describe NAME`); None if they could not be listed (said why)."""
+    from punctual.core.chaining import after_names
+
+    arguments = argparse.Namespace(
+        name=name, namespace=namespace, kubeconfig=kubeconfig or _env("KUBECONFIG")
+    )
+    listed = _on_schedule(arguments, context, lambda api, path: api.get(path.rsplit("/", 1)[0]))
+    if listed is None:
+        return None
+    return sorted(
+        str(item["metadata"]["name"])
+        for item in listed.get("items") or []
+        if name in after_names(item)
+    )
+
+
 def add_history_command(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "history",

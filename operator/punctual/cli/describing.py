@@ -37,9 +37,11 @@ def describe_schedule(
     explained: Sequence[str],
     upcoming: Sequence[datetime],
     zone: tzinfo,
+    downstreams: Sequence[str] | None = None,
 ) -> list[str]:
     """The lines of `punctual describe` for `body`: identity, the spec in words, the
-    policies, the state, the next ticks, what waits, recent firings, conditions."""
+    policies, the chain (spec.after, and `downstreams`: the schedules that run after
+    it, when known), the state, the next ticks, what waits, recent firings, conditions."""
     meta = body.get("metadata") or {}
     spec = body.get("spec") or {}
     status = body.get("status") or {}
@@ -53,6 +55,7 @@ def describe_schedule(
     lines += _block("Schedule", _what(spec))
     lines += _block("Meaning", _wrapped(explained) or ["-"])
     lines += _block("Policies", _policies(spec))
+    lines += _block("Chain", chain_lines(spec, status, downstreams))
     lines += _block("State", _state(spec, status))
     lines += _block("Cursor", _cursor(status))
     lines += _next_ticks(upcoming, now=now, zone=zone, suspended=_suspended(spec, status, now))
@@ -138,6 +141,37 @@ def _block(label: str, values: Sequence[str]) -> list[str]:
     return [_field(label, values[0]), *(" " * _LABEL_WIDTH + v for v in values[1:])]
 
 
+def chain_lines(
+    spec: Mapping[str, Any], status: Mapping[str, Any], downstreams: Sequence[str] | None
+) -> list[str]:
+    """spec.after and what became of it (status.after: per upstream, the newest tick
+    handled, its outcome, and the run started for it or why none), and the schedules
+    that run after this one."""
+    lines: list[str] = []
+    handled = {
+        str(c.get("schedule")): c for c in status.get("after") or [] if isinstance(c, Mapping)
+    }
+    own = any(spec.get(k) is not None for k in ("schedule", "schedules", "runAt"))
+    for entry in spec.get("after") or []:
+        if not isinstance(entry, Mapping):
+            continue
+        name = str(entry.get("schedule", "?"))
+        on = str(entry.get("on", "Succeeded"))
+        text = f"after {name} (on {on}"
+        text += f", a gate: waits up to {entry['within']})" if own and entry.get("within") else ")"
+        cursor = handled.get(name)
+        if cursor is not None and cursor.get("outcome"):
+            ran = cursor.get("job")
+            why = f"ran {ran}" if ran else f"not run: {cursor['outcome']} is not {on}"
+            text += f"; its run of {cursor.get('tick')} {cursor['outcome']}: {why}"
+        elif cursor is not None:
+            text += f"; waiting for its first run after {cursor.get('tick')}"
+        lines.append(text)
+    if downstreams:
+        lines.append(f"runs before: {', '.join(downstreams)}")
+    return lines
+
+
 def _what(spec: Mapping[str, Any]) -> list[str]:
     """The spec's own words: the expression, the entries, or the instant."""
     if spec.get("schedule") is not None:
@@ -147,6 +181,8 @@ def _what(spec: Mapping[str, Any]) -> list[str]:
     entries = spec.get("schedules")
     if isinstance(entries, list):
         return [f"{len(entries)} entries (schedules), one tick set"]
+    if spec.get("after"):
+        return ["none of its own: it runs after its upstreams (spec.after)"]
     return ["-"]
 
 
@@ -272,6 +308,13 @@ def _waiting(status: Mapping[str, Any]) -> list[str]:
         ]
         noun = "tick waits" if len(ticks) == 1 else "ticks wait"
         lines += _block("Buffered", [f"{len(ticks)} {noun} for the running Job:", *ticks])
+    gated = status.get("gated")
+    if isinstance(gated, list) and gated:
+        ticks = [
+            f"{g.get('tick')} until {g.get('until')}" if isinstance(g, Mapping) else str(g)
+            for g in gated
+        ]
+        lines += _block("Gated", ["waiting for the upstreams' runs (spec.after):", *ticks])
     backfill = status.get("backfill")
     if isinstance(backfill, Mapping) and backfill:
         lines += _block("Backfill", [backfill_line(backfill)])

@@ -36,6 +36,7 @@ from punctual.cli.cluster import (
     add_history_command,
     add_resume_command,
     add_trigger_command,
+    fetch_downstreams,
     fetch_schedule,
 )
 from punctual.cli.describing import describe_schedule
@@ -45,6 +46,7 @@ from punctual.clocks import Clock, SystemClock
 from punctual.core.models import CronScheduleSpec, describe_error
 from punctual.core.planning import tick_source
 from punctual.core.schedules import (
+    OneShot,
     ScheduleError,
     TickSource,
     explain,
@@ -53,7 +55,7 @@ from punctual.core.schedules import (
     parse_duration,
     parse_schedule,
 )
-from punctual.core.times import format_time, parse_time
+from punctual.core.times import EPOCH, format_time, parse_time
 
 EXIT_OK: Final = 0
 EXIT_FAILED: Final = 1
@@ -384,7 +386,9 @@ def _spec_target(body: Mapping[str, Any], arguments: argparse.Namespace) -> _Tar
         raise CliError(describe_error(error)) from None
     uid = str((body.get("metadata") or {}).get("uid") or arguments.uid or "")
     try:
-        ticks = tick_source(spec, uid=uid)
+        # spec.after alone: no ticks of its own (a one-shot at the epoch never comes again)
+        chained = OneShot(EPOCH, load_zone(spec.time_zone)) if spec.chained else None
+        ticks = chained or tick_source(spec, uid=uid)
     except ScheduleError as error:
         raise CliError(error.reason) from None
     runs_left = spec.max_runs
@@ -501,12 +505,18 @@ def _run_describe(arguments: argparse.Namespace, context: Context) -> int:
         if found is None:
             break
         upcoming.append(found)
+    downstreams = None
+    if arguments.name is not None:
+        downstreams = fetch_downstreams(
+            arguments.name, arguments.namespace, arguments.kubeconfig, context
+        )
     lines = describe_schedule(
         body,
         now=now,
         explained=_explain_spec(target.spec, target.uid),
         upcoming=upcoming,
         zone=target.ticks.zone,
+        downstreams=downstreams,
     )
     print("\n".join(lines), file=context.stdout)
     return EXIT_OK
