@@ -34,6 +34,7 @@ from tests.unit.builders import (
     S,
     condition,
     events,
+    fingerprint,
     iso,
     job,
     n,
@@ -87,7 +88,8 @@ def at(
     cycle: Sequence[str] | None = None,
 ) -> Decision:
     body = schedule_body(spec or down_spec(), status)
-    return decide(body, jobs, now=now, leadership=LEADER, upstreams=ups, cycle=cycle)
+    known = chaining.Upstreams(ups, None if cycle is None else tuple(cycle))
+    return decide(body, jobs, now=now, leadership=LEADER, upstreams=known)
 
 
 def created(decision: Decision) -> list[str]:
@@ -363,3 +365,13 @@ def test_upstream_of_reads_runs_from_jobs_and_status() -> None:
         T0 - 2 * H: "Missed",
     }
     assert up.pending == {T0 + H}  # claimed, not yet seen
+
+
+def test_a_missing_upstream_keeps_the_fingerprint_so_its_return_is_not_an_edit() -> None:
+    gate = gate_spec()
+    status = {"lastScheduledTime": iso(T0 - 45 * M), "scheduleFingerprint": fingerprint(gate)}
+    decision = at(T0, {UP: None}, spec=gate, status=status)
+    assert decision.status is not None
+    assert decision.status["scheduleFingerprint"] == fingerprint(gate)
+    back = at(T0 + S, {UP: upstream()}, spec=gate, status=decision.status)
+    assert not events(back, "ScheduleChanged")

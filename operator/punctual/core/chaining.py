@@ -48,6 +48,7 @@ from pydantic import ValidationError
 
 from punctual.core.jobs import JobSnapshot, JobState
 from punctual.core.models import (
+    After,
     AfterCursor,
     ChainOn,
     CronScheduleSpec,
@@ -60,7 +61,7 @@ from punctual.core.planning import tick_source
 from punctual.core.records import Candidate, EventNote, ScheduleRead, Skip, SkipReason
 from punctual.core.schedules import ScheduleError
 from punctual.core.stamping import FiringKind
-from punctual.core.times import format_time, maybe_time
+from punctual.core.times import format_time
 
 # How many upstreams deep a cycle is looked for.
 MAX_DEPTH: Final = 32
@@ -86,7 +87,6 @@ class Upstream:
     name: str
     ended: Mapping[datetime, Ended]
     pending: frozenset[datetime]
-    created: datetime | None = None
 
     @property
     def newest(self) -> datetime | None:
@@ -116,9 +116,11 @@ def upstream_of(name: str, body: Mapping[str, Any], jobs: Sequence[JobSnapshot])
         if tick not in attempts or attempt > attempts[tick][0]:
             attempts[tick] = (attempt, end, again)
 
+    done = {j.name for j in jobs if j.schedule_uid == uid and not j.active}
     for firing in status.recent_firings:
         if firing.outcome is FiringOutcome.CREATED:
-            pending.add(firing.tick)
+            if firing.job not in done:  # a run ended but not yet recorded: its Job says
+                pending.add(firing.tick)
             continue
         end = Ended(firing.outcome, None, firing.job)
         note(firing.tick, firing.attempt or 1, end, firing.manual, bool(firing.dead))
@@ -153,9 +155,7 @@ def upstream_of(name: str, body: Mapping[str, Any], jobs: Sequence[JobSnapshot])
             pending.add(tick)
         elif tick not in ended and tick not in pending:
             ended[tick] = end
-    finished_pending = frozenset(t for t in pending if t not in ended)
-    created = (body.get("metadata") or {}).get("creationTimestamp")
-    return Upstream(name, ended, finished_pending, maybe_time(created))
+    return Upstream(name, ended, frozenset(t for t in pending if t not in ended))
 
 
 def after_names(body: Mapping[str, Any] | None) -> tuple[str, ...]:
@@ -195,17 +195,26 @@ def find_cycle(name: str, upstreams_of: Callable[[str], Sequence[str]]) -> tuple
     return walk(name, 0)
 
 
-def problem(
-    spec: CronScheduleSpec,
-    upstreams: Mapping[str, Upstream | None],
-    cycle: Sequence[str] | None,
-) -> str | None:
+@dataclass(frozen=True, slots=True)
+class Upstreams:
+    """What the shell gives a decision of spec.after: each upstream named, as read (None:
+    no such schedule), and a chain of spec.after back to the schedule, if there is one."""
+
+    found: Mapping[str, Upstream | None]
+    cycle: tuple[str, ...] | None = None
+
+
+NO_UPSTREAMS: Final = Upstreams({})
+
+
+def problem(spec: CronScheduleSpec, upstreams: Upstreams) -> str | None:
     """Why spec.after cannot be followed: a cycle, or an upstream not found (never
     created, deleted, or in another namespace, which spec.after cannot name)."""
-    if cycle:
-        return f"spec.after: a cycle ({' -> '.join(cycle)}): no run of it could ever start"
+    if upstreams.cycle:
+        path = " -> ".join(upstreams.cycle)
+        return f"spec.after: a cycle ({path}): no run of it could ever start"
     for index, entry in enumerate(spec.after or ()):
-        if upstreams.get(entry.schedule) is None:
+        if upstreams.found.get(entry.schedule) is None:
             return (
                 f"spec.after[{index}].schedule: no CronSchedule {entry.schedule} in this "
                 "namespace (an upstream must be in the same namespace)"
@@ -381,7 +390,7 @@ def _previous(spec: CronScheduleSpec, uid: str, tick: datetime) -> datetime | No
         return None
 
 
-def _ran(up: Upstream, on: ChainOn, since: datetime | None, tick: datetime, entry: Any) -> bool:
+def _ran(up: Upstream, on: ChainOn, since: datetime | None, tick: datetime, entry: After) -> bool:
     """Whether `up` has a run of the period (since, tick + within] that ended as `on`."""
     until = tick + timedelta(seconds=entry.within_seconds or 0)
     return any(
@@ -394,14 +403,15 @@ def follow(
     spec: CronScheduleSpec,
     schedule: ScheduleRead,
     due: Sequence[Candidate],
-    upstreams: Mapping[str, Upstream | None],
-    *,
+    upstreams: Upstreams,
     suspended: bool,
+    *,
     now: datetime,
 ) -> Chain:
     """spec.after in one decision: the runs after upstream runs (`runs_after`) for a
-    schedule fired by them alone, the gate (`gate`) for one with a schedule of its own."""
-    found = {name: up for name, up in upstreams.items() if up is not None}
+    schedule fired by them alone, the gate (`gate`) for one with a schedule of its own.
+    Every upstream is known (`reading` makes a missing one the reason the spec is invalid)."""
+    found = {name: up for name, up in upstreams.found.items() if up is not None}
     if spec.chained:
         return runs_after(spec, schedule, found, suspended=suspended, now=now)
     return gate(spec, schedule, due, found, now=now)

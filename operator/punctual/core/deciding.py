@@ -76,31 +76,25 @@ def decide(
     served: Served = JOBS_ONLY,
     group: Group | None = None,
     verified_triggers: bool = False,
-    upstreams: Mapping[str, chaining.Upstream | None] | None = None,
-    cycle: Sequence[str] | None = None,
+    upstreams: chaining.Upstreams | None = chaining.NO_UPSTREAMS,
 ) -> Decision:
     """Decide everything about one schedule at `now` (the API server's time); `served`:
     the kinds this installation creates (see `workloads`); `calendars`: the Calendars as
     known (`calendars`); `group`: its concurrency group as it stands (`groups`);
     `verified_triggers`: the triggers admission policy is in force (`claiming`);
-    `upstreams`: spec.after's schedules by name (None: not known yet), `cycle` the chain
-    back to this schedule if there is one (`chaining`)."""
+    `upstreams`: spec.after's, as read (`chaining`; None: not all known yet)."""
     schedule = ScheduleRead.from_body(body, jobs)
     old = schedule.old
 
     # 1. Read the spec and the kind it creates (`reading`): an invalid one is reported in
     #    status and Events, never raised, and no tick of the invalid period fires.
-    read = read_spec(body, served, calendars)
+    read = read_spec(body, served, calendars, upstreams)
     if read.wait:  # its objects are not all known yet: not before
         return Decision(status=None, next_wake=now + IN_FLIGHT_RECHECK)
     if read.spec is None or read.kind is None:
-        updates = {"schedule_fingerprint": read.fingerprint}
+        updates = {"schedule_fingerprint": read.fingerprint or old.schedule_fingerprint}
         return _invalid(schedule, str(read.invalid), now=now, updates=updates)
     spec, kind = read.spec, read.kind
-    if spec.after and upstreams is None:  # its upstreams are not all known yet
-        return Decision(status=None, next_wake=now + IN_FLIGHT_RECHECK)
-    if spec.after and (broken := chaining.problem(spec, upstreams or {}, cycle)) is not None:
-        return _invalid(schedule, broken, now=now, updates={})  # fixed without an edit
     # 2. What stops firing for a while: a pause after failures, FreezeWindows (a Defer
     #    window plans like a pause, and wakes the schedule when it ends).
     pause = pausing.pause(schedule, spec)
@@ -132,7 +126,7 @@ def decide(
     outcome = _rules(
         schedule, spec, plan, pause, frozen, ahead,
         now=now, leadership=leadership, group=group, verified_triggers=verified_triggers,
-        upstreams=upstreams or {},
+        upstreams=upstreams or chaining.NO_UPSTREAMS,
     )  # fmt: skip
     return _decision(body, spec, outcome, ahead, now=now, leadership=leadership, kind=kind)
 
@@ -149,7 +143,7 @@ def _rules(
     leadership: Leadership,
     group: Group | None = None,
     verified_triggers: bool = False,
-    upstreams: Mapping[str, chaining.Upstream | None],
+    upstreams: chaining.Upstreams,
 ) -> status.Outcome:
     """Steps 4 to 8, for a valid spec and its plan: each rule's record."""
     epoch = leadership.epoch
@@ -159,20 +153,13 @@ def _rules(
         schedule, plan, ahead, epoch=epoch, now=now, verified_triggers=verified_triggers
     )
     retries = retrying.retries(spec, schedule, now=now, group=group)
-    # 5. A Skip freeze window skips the due ticks inside it. spec.after adds the runs
-    #    after upstream runs, or, as a gate, holds the due ticks until theirs ended.
+    # 5. A Skip freeze window skips the due ticks inside it; spec.after adds runs after
+    #    upstream runs, or (a gate) holds the due ticks until the upstreams' runs ended.
     freezing = pausing.freeze(gathered.due, frozen, now)
-    chain = chaining.follow(
-        spec, schedule, freezing.kept, upstreams, suspended=plan.suspended, now=now
-    )
+    chain = chaining.follow(spec, schedule, freezing.kept, upstreams, plan.suspended, now=now)
     # 6. The concurrency policy chooses among the rest (recovered claims always go).
-    wanted = (
-        *gathered.recovering,
-        *chain.open,
-        *filter(None, [gathered.trigger]),
-        *retries.due,
-        *chain.candidates,
-    )
+    wanted = (*gathered.recovering, *chain.open, *filter(None, [gathered.trigger]))
+    wanted += (*retries.due, *chain.candidates)
     # An attempt fires only with room under the policy (retrying), so none turns it away.
     recovering = frozenset([*(c.job for c in gathered.in_flight), *(c.job for c in retries.due)])
     overlap = overlapping.choose(
@@ -227,12 +214,8 @@ def _decision(
     kind: WorkloadKind,
 ) -> Decision:
     """Steps 9 to 12: from the records to the Decision the shell applies."""
-    schedule, plan, overlap, claims = (
-        outcome.schedule,
-        outcome.plan,
-        outcome.overlap,
-        outcome.claims,
-    )
+    schedule, plan = outcome.schedule, outcome.plan
+    overlap, claims = outcome.overlap, outcome.claims
     creates = (*overlap.creates, *outcome.batch.fills)
     creating_jobs = {c.job for c in creates}
     # 9. History: finished Jobs beyond the limits, never one whose tick is in flight.

@@ -406,7 +406,8 @@ def plan_ticks(
     # 2. A schedule fired by its upstreams alone (spec.after, see `chaining`) has no
     #    ticks of its own. An unusable schedule plans nothing but says why.
     if spec.chained:
-        return _idle(cursor, wanted, reset=reset, suspended=spec.suspend)
+        until = spec.suspend_until is not None and now < spec.suspend_until
+        return _idle(cursor, wanted, reset=reset, suspended=spec.suspend or until)
     try:
         source = tick_source(spec, uid=uid)
     except ScheduleError as error:

@@ -1,13 +1,15 @@
 """Step 1 of a decision: the spec as one record, a usable spec, or why not, or a wait.
 
-Why it exists: a decision starts from the spec, and the spec can be unusable in five ways
+Why it exists: a decision starts from the spec, and the spec can be unusable in six ways
 (the schema, a kind the installation does not serve, CEL completion rules that do not
-compile, a Calendar missing or invalid) or not yet decidable (a kind whose objects are not
-all known yet). Each used to leave `deciding` by its own exit, in its own error style.
-`read_spec` turns them all into one `SpecRead`: the spec and its kind, or the reason it is
-invalid with the fingerprint to write (a fingerprint no valid spec has, so that any fix is
-an edit and moves the cursor to now), or a wait. `clash` reads one thing more of it
-once per generation: a Job template that sets Punctual's own variables.
+compile, a Calendar missing or invalid, a spec.after upstream missing or in a cycle) or
+not yet decidable (a kind whose objects, or upstreams, are not all known yet). Each used
+to leave `deciding` by its own exit, in its own error style. `read_spec` turns them all
+into one `SpecRead`: the spec and its kind, or the reason it is invalid with the
+fingerprint to write (a fingerprint no valid spec has, so that any fix is an edit and
+moves the cursor to now; none for a spec.after upstream missing or in a cycle, which is
+fixed without an edit), or a wait. `clash` reads one thing more of it once per
+generation: a Job template that sets Punctual's own variables.
 
 What it must never do: raise for a user's spec, decide anything about ticks, or change
 its arguments. Like all of `punctual.core`, it never talks to the API server or reads the
@@ -23,6 +25,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from punctual.core.calendars import Known, with_calendars
+from punctual.core.chaining import NO_UPSTREAMS, Upstreams, problem
 from punctual.core.completion import CompletionError, compile_rules
 from punctual.core.models import CronScheduleSpec, describe_error
 from punctual.core.planning import schedule_fingerprint
@@ -44,8 +47,15 @@ class SpecRead:
     wait: bool = False  # the kind's objects are not all known yet: decide nothing
 
 
-def read_spec(body: Mapping[str, Any], served: Served, calendars: Known) -> SpecRead:
-    """The spec of `body` with its Calendars folded into its exclusions, and its kind."""
+def read_spec(
+    body: Mapping[str, Any],
+    served: Served,
+    calendars: Known,
+    upstreams: Upstreams | None = NO_UPSTREAMS,
+) -> SpecRead:
+    """The spec of `body` with its Calendars folded into its exclusions, and its kind;
+    with spec.after, its `upstreams` (None: not all known yet, a wait; one missing or a
+    cycle: invalid, with no fingerprint, so that it is fixed without an edit)."""
     raw = body.get("spec") or {}
     try:
         spec = CronScheduleSpec.model_validate(raw)
@@ -64,6 +74,10 @@ def read_spec(body: Mapping[str, Any], served: Served, calendars: Known) -> Spec
     folded = with_calendars(spec, calendars)
     if isinstance(folded, str):
         return _invalid(raw, folded)
+    if folded.after and upstreams is None:
+        return SpecRead(wait=True)
+    if folded.after and upstreams is not None and (broken := problem(folded, upstreams)):
+        return SpecRead(invalid=broken)
     return SpecRead(spec=folded, kind=kind)
 
 

@@ -26,7 +26,7 @@ from typing import Any, Protocol
 
 from punctual.clocks import Clock
 from punctual.core.calendars import Known
-from punctual.core.chaining import Upstream, after_names, find_cycle, upstream_of
+from punctual.core.chaining import Upstream, Upstreams, after_names, find_cycle, upstream_of
 from punctual.core.deciding import decide
 from punctual.core.decisions import Decision, Leadership
 from punctual.core.delaying import delay_write, routine, routine_wake
@@ -362,7 +362,7 @@ class Reconciler:
         installation = None if self.installation is None else self.installation.name
         jobs = self.view.jobs(uid)
         self._report_rule_errors(key, body, jobs)
-        upstreams, cycle = self._upstreams(key, body)
+        upstreams = self._upstreams(key, body)
         decision = decide(
             body,
             jobs,
@@ -374,7 +374,6 @@ class Reconciler:
             group=self._group(key, body),
             verified_triggers=self.verified_triggers,
             upstreams=upstreams,
-            cycle=cycle,
         )
         if decision.status is None:
             self.view.unwritten_since.pop(key, None)
@@ -390,9 +389,7 @@ class Reconciler:
             self.view.unwritten_since[key] = delayed.unwritten_since
         return delayed.decision
 
-    def _upstreams(
-        self, key: Key, body: Mapping[str, Any]
-    ) -> tuple[dict[str, Upstream | None] | None, tuple[str, ...] | None]:
+    def _upstreams(self, key: Key, body: Mapping[str, Any]) -> Upstreams | None:
         """spec.after's upstreams as this leader's view holds them (None: the lists are
         not in yet, so a missing one may only be unlisted), and a chain of spec.after from
         the schedule back to itself, if any (`core.chaining`). Every replica follows every
@@ -400,9 +397,9 @@ class Reconciler:
         the downstream's own claim is the fence, whoever decides the upstream."""
         names = after_names(body)
         if not names:
-            return {}, None
+            return Upstreams({})
         if not self.synced():
-            return None, None
+            return None
         found: dict[str, Upstream | None] = {}
         for name in names:
             other = self.view.schedule((key[0], name))
@@ -415,7 +412,7 @@ class Reconciler:
         def upstreams_of(name: str) -> tuple[str, ...]:
             return names if name == key[1] else after_names(self.view.schedule((key[0], name)))
 
-        return found, find_cycle(key[1], upstreams_of)
+        return Upstreams(found, find_cycle(key[1], upstreams_of))
 
     def _group(self, key: Key, body: Mapping[str, Any]) -> Group | None:
         """The schedule's concurrency group as it stands (`core.groups.state`), from the
