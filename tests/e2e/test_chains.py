@@ -13,13 +13,15 @@ import json
 import signal
 import time
 from collections import Counter
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from .conftest import Cluster
-from .operators import job_creates, operators, tick_of, wait_until
+from .operators import job_creates, now, operators, tick_of, wait_until
+from .test_lifecycle import _cli, _rfc3339
 from .test_operator import apply, leader_of, schedule
 from .test_run_control import status_of
 
@@ -279,3 +281,36 @@ def test_a_cycle_and_a_missing_upstream_are_invalid_specs_and_the_crd_checks_aft
         )
         apply(crd, namespace, upstream("nobody", "*/5 * * * * *"))  # the upstream comes
         wait_until(lambda: not invalid("lonely"), 20, what="lonely valid again")
+
+
+def test_a_backfill_of_a_runs_b_once_for_each_backfilled_run_unless_asked_not_to(
+    crd: Cluster, namespace: str, tmp_path: Path
+) -> None:
+    if crd.audit_log is None:
+        pytest.skip("needs the local control plane's audit log")
+    end = now().replace(microsecond=0) - timedelta(seconds=20)
+    start = end - timedelta(seconds=6)  # six ticks, all before B exists
+    window = ("--from", _rfc3339(start), "--to", _rfc3339(end))
+    not_backfills = after("nb", "past")
+    not_backfills["spec"]["after"][0]["backfills"] = False
+    with operators(crd, namespace, tmp_path) as ops:
+        ops.start("solo")
+        wait_until(lambda: leader_of(crd, namespace) == "solo", 20, what="leadership")
+        apply(
+            crd,
+            namespace,
+            upstream("past", "* * * * * *", suspend=True),  # only the backfill fires
+            after("pb", "past"),
+            not_backfills,
+        )
+        time.sleep(2)
+        asked = _cli(crd, "backfill", "past", "-n", namespace, *window)
+        assert asked.returncode == 0, asked.stderr
+        ticks = {int((start + timedelta(seconds=s)).timestamp()) for s in range(6)}
+        wait_until(
+            lambda: set(runs_of(jobs(crd, namespace), "pb")) == ticks, 30, what="pb after each"
+        )
+        time.sleep(3)
+    creates = creates_of(crd, namespace, "pb")
+    assert set(creates) == {f"pb-{t}" for t in ticks} and max(creates.values()) == 1
+    assert runs_of(jobs(crd, namespace), "nb") == {}, "backfills: false"

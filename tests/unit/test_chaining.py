@@ -375,3 +375,54 @@ def test_a_missing_upstream_keeps_the_fingerprint_so_its_return_is_not_an_edit()
     assert decision.status["scheduleFingerprint"] == fingerprint(gate)
     back = at(T0 + S, {UP: upstream()}, spec=gate, status=decision.status)
     assert not events(back, "ScheduleChanged")
+
+
+# -- backfills of the upstream ---------------------------------------------------------
+
+
+def backfilled(*ticks: datetime, outcome: str = "Succeeded") -> dict[str, Any]:
+    """The upstream's status after a backfill ran `ticks` (its Jobs pruned since)."""
+    return {
+        "recentFirings": [
+            {
+                "tick": iso(t),
+                "job": job_name(UP, t),
+                "outcome": outcome,
+                "epoch": 6,
+                "backfill": True,
+            }
+            for t in ticks
+        ]
+    }
+
+
+def test_a_backfill_of_the_upstream_runs_after_each_backfilled_run_once() -> None:
+    past = [T0 - 3 * H, T0 - 2 * H]  # before the downstream existed
+    ups = {UP: upstream(status=backfilled(*past))}
+    first = at(T0, ups)
+    assert created(first) == [n(t) for t in past]
+    assert first.status is not None
+    [entry] = first.status["after"]
+    assert entry["backfilled"] == [iso(t) for t in past]
+    # Its runs pruned and out of its recentFirings: the list alone keeps it from a second.
+    forgotten = {**first.status, "inFlight": [], "recentFirings": []}
+    assert created(at(T0 + M, ups, status=forgotten)) == []
+
+
+def test_the_backfilled_list_forgets_a_tick_the_upstream_no_longer_records() -> None:
+    past = [T0 - 3 * H, T0 - 2 * H]
+    first = at(T0, {UP: upstream(status=backfilled(*past))})
+    assert first.status is not None
+    runs = [job(t, ACTIVE) for t in past]  # created on their claims
+    ups = {UP: upstream(status=backfilled(past[1]))}
+    later = at(T0 + M, ups, status=first.status, jobs=runs)
+    assert later.status is not None
+    assert later.status["after"][0]["backfilled"] == [iso(past[1])]
+    assert created(later) == []
+
+
+def test_a_backfilled_run_that_failed_or_an_entry_that_says_no_starts_nothing() -> None:
+    failed = {UP: upstream(status=backfilled(T0 - 2 * H, outcome="Failed"))}
+    assert created(at(T0, failed)) == []
+    no = down_spec({"schedule": UP, "backfills": False})
+    assert created(at(T0, {UP: upstream(status=backfilled(T0 - 2 * H))}, spec=no)) == []

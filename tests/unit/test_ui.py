@@ -519,3 +519,25 @@ def test_a_cluster_freeze_window_selects_by_namespace_labels_when_they_can_be_re
     )  # fmt: skip
     assert not isinstance(everywhere, str)
     assert len(Shared(cluster_freezes=[everywhere]).freezes_of(dev)) == 1
+
+
+def test_why_of_a_schedule_that_runs_after_another_quotes_its_chain() -> None:
+    from punctual.ui.stories import why
+
+    body = {
+        "metadata": {"name": "load", "namespace": "ns", "uid": "u"},
+        "spec": {"after": [{"schedule": "extract", "on": "Succeeded"}], "jobTemplate": {}},
+        "status": {
+            "after": [{"schedule": "extract", "tick": "2026-11-28T21:55:00Z", "outcome": "Failed"}],
+            "recentFirings": [
+                {"tick": "2026-11-28T21:50:00Z", "job": "load-1795902600", "outcome": "Succeeded"}
+            ],
+        },
+    }
+    answer = why(body, [], datetime(2026, 11, 28, 21, 50, tzinfo=UTC))
+    assert answer == [
+        "It has no ticks of its own: it runs once for each run of extract (spec.after).",
+        "extract: its runs up to 2026-11-28T21:55:00Z are handled; the newest ended Failed, "
+        "run after: none (not the outcome it waits for).",
+        "Its run for 2026-11-28T21:50:00Z: load-1795902600 Succeeded.",
+    ]

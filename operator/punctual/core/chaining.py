@@ -39,6 +39,7 @@ never talks to the API server or reads the clock.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -77,6 +78,7 @@ class Ended:
     outcome: FiringOutcome
     at: datetime | None
     job: str | None
+    backfill: bool = False  # a run of `punctual backfill`, as the upstream records it
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +157,9 @@ def upstream_of(name: str, body: Mapping[str, Any], jobs: Sequence[JobSnapshot])
             pending.add(tick)
         elif tick not in ended and tick not in pending:
             ended[tick] = end
+    backfilled = {f.tick for f in status.recent_firings if f.backfill}
+    for tick in backfilled & set(ended):
+        ended[tick] = dataclasses.replace(ended[tick], backfill=True)
     return Upstream(name, ended, frozenset(t for t in pending if t not in ended))
 
 
@@ -251,7 +256,8 @@ def runs_after(
     suspended: bool,
     now: datetime,
 ) -> Chain:
-    """The runs a schedule fired by its upstreams alone starts now, and its new cursors."""
+    """The runs a schedule fired by its upstreams alone starts now, and its new cursors:
+    the upstream ticks after the cursor, in order, then backfilled ones (`_backfilled`)."""
     entries = spec.after or ()
     if not spec.chained or not entries:
         return Chain()
@@ -268,46 +274,83 @@ def runs_after(
             floors[entry.schedule] = max([schedule.created, *up.ended])
     start = max(floors.values())
     cursors = {e.schedule: written.get(e.schedule) for e in entries}
-    ticks = sorted({t for e in entries for t in upstreams[e.schedule].ended if t > start})
-    known = {*schedule.by_name, *(c.job for c in old.in_flight)}
-    known |= {f.job for f in old.recent_firings if f.job is not None}
-    candidates: list[Candidate] = []
-    skips: list[Skip] = []
-    lags: dict[str, float] = {}
-    for tick in ticks:
+    chosen: list[tuple[datetime, Ends]] = []  # the ticks to run after, in order
+    for tick in sorted({t for e in entries for t in upstreams[e.schedule].ended if t > start}):
         if any(p <= tick for e in entries for p in upstreams[e.schedule].pending if p > start):
             break  # an older (or this) run of an upstream has not ended: wait, in order
-        ends: list[tuple[str, Ended]] = []
-        passed = False
-        waiting = False
-        for entry in entries:
-            up = upstreams[entry.schedule]
-            end = up.ended.get(tick)
-            if end is None:
-                newest = up.newest
-                if newest is not None and newest > tick:
-                    passed = True  # this upstream never ran that tick
-                else:
-                    waiting = True  # it may yet
-                continue
-            ends.append((entry.schedule, end))
-            if not _matches(entry.on, end.outcome):
-                passed = True
+        ends, passed, waiting = _ends(entries, upstreams, tick)
         if waiting and not passed:
             break
         name = job_name(schedule.name, tick)
         for upstream, end in ends:
+            ran = None if passed else name
             cursors[upstream] = AfterCursor(
-                schedule=upstream,
-                tick=tick,
-                outcome=end.outcome.value,
-                job=None if passed else name,
+                schedule=upstream, tick=tick, outcome=end.outcome.value, job=ran
             )
         for entry in entries:
             if entry.schedule not in dict(ends):
                 cursors[entry.schedule] = AfterCursor(schedule=entry.schedule, tick=tick)
-        if passed or name in known:
+        if not passed:
+            chosen.append((tick, ends))
+    handled = {
+        e.schedule: cursors[e.schedule] or AfterCursor(schedule=e.schedule, tick=floors[e.schedule])
+        for e in entries
+    }
+    backfilled, late = _backfilled(entries, upstreams, handled)
+    candidates, skips, lags = _started(schedule, chosen + late, suspended=suspended, now=now)
+    new_cursors = tuple(
+        handled[e.schedule].model_copy(update={"backfilled": backfilled[e.schedule] or None})
+        for e in entries
+    )
+    return Chain(tuple(candidates), tuple(skips), new_cursors, tuple(lags))
+
+
+def _ends(
+    entries: Sequence[After], upstreams: Mapping[str, Upstream], tick: datetime
+) -> tuple[Ends, bool, bool]:
+    """How each upstream's run of `tick` ended; whether the tick is passed over (one
+    ended otherwise, or never ran it: its next run is newer), or waits (one may yet)."""
+    ends: Ends = []
+    passed = waiting = False
+    for entry in entries:
+        up = upstreams[entry.schedule]
+        end = up.ended.get(tick)
+        if end is None:
+            newest = up.newest
+            if newest is not None and newest > tick:
+                passed = True  # this upstream never ran that tick
+            else:
+                waiting = True  # it may yet
             continue
+        ends.append((entry.schedule, end))
+        if not _matches(entry.on, end.outcome) or (end.backfill and not entry.backfills):
+            passed = True
+    return ends, passed, waiting
+
+
+Ends = list[tuple[str, Ended]]  # how each upstream's run of one tick ended
+
+
+def _started(
+    schedule: ScheduleRead,
+    chosen: Sequence[tuple[datetime, Ends]],
+    *,
+    suspended: bool,
+    now: datetime,
+) -> tuple[list[Candidate], list[Skip], list[tuple[str, float]]]:
+    """The runs after the `chosen` ticks (or, suspended, their skips), and their lags;
+    never one this schedule has (its Job, its claim, its recorded firing)."""
+    old = schedule.old
+    known = {*schedule.by_name, *(c.job for c in old.in_flight)}
+    known |= {f.job for f in old.recent_firings if f.job is not None}
+    candidates: list[Candidate] = []
+    skips: list[Skip] = []
+    lags: list[tuple[str, float]] = []
+    for tick, ends in chosen:
+        name = job_name(schedule.name, tick)
+        if name in known:
+            continue
+        known.add(name)
         started = tuple(f"{u}/{e.job}" for u, e in ends if e.job is not None)
         candidate = Candidate(name, tick, kind=FiringKind.AFTER, upstream=started)
         if suspended:
@@ -317,12 +360,41 @@ def runs_after(
         candidates.append(candidate)
         finished = [e.at for _, e in ends if e.at is not None]
         if finished:
-            lags[name] = max(0.0, (now - max(finished)).total_seconds())
-    new_cursors = tuple(
-        cursors[e.schedule] or AfterCursor(schedule=e.schedule, tick=floors[e.schedule])
+            lags.append((name, max(0.0, (now - max(finished)).total_seconds())))
+    return candidates, skips, lags
+
+
+def _backfilled(
+    entries: Sequence[After],
+    upstreams: Mapping[str, Upstream],
+    cursors: Mapping[str, AfterCursor],
+) -> tuple[dict[str, list[datetime]], list[tuple[datetime, Ends]]]:
+    """Backfilled upstream runs (`punctual backfill` of the upstream) run after too, unless
+    an entry says `backfills: false`: their ticks are older than the cursor, so each
+    upstream's cursor keeps the backfilled ticks it handled (`backfilled`) for as long as
+    the upstream still records them as backfilled; a tick no longer recorded so can no
+    longer be offered, so the list is bounded by the upstream's recentFirings and a
+    backfilled run is followed once. Returns each upstream's list after this decision, and
+    the backfilled ticks to run after (`_started` leaves out the ones it has)."""
+    marked = {
+        e.schedule: {t for t, end in upstreams[e.schedule].ended.items() if end.backfill}
         for e in entries
-    )
-    return Chain(tuple(candidates), tuple(skips), new_cursors, tuple(lags.items()))
+    }
+    handled = {
+        e.schedule: set(cursors[e.schedule].backfilled or ()) & marked[e.schedule] for e in entries
+    }
+    cursor = max(c.tick for c in cursors.values())
+    late: list[tuple[datetime, Ends]] = []
+    for tick in sorted(set().union(*marked.values())):
+        if tick > cursor or any(tick in handled[n] for n in handled):
+            continue  # the in-order pass decides it, or it was decided
+        ends, passed, waiting = _ends(entries, upstreams, tick)
+        if waiting and not passed:
+            continue
+        handled = {n: ticks | ({tick} & marked[n]) for n, ticks in handled.items()}
+        if not passed:
+            late.append((tick, ends))
+    return {name: sorted(ticks) for name, ticks in handled.items()}, late
 
 
 def gate(

@@ -200,6 +200,7 @@ class After(_ApiModel):
     schedule: str = Field(min_length=1, max_length=253, pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
     on: ChainOn = ChainOn.SUCCEEDED
     within: str | None = Field(default=None, min_length=1, max_length=32)
+    backfills: bool = True  # a backfill of the upstream (`punctual backfill`) runs this too
 
     @property
     def within_seconds(self) -> int | None:
@@ -409,6 +410,8 @@ class AfterCursor(_ApiModel):
     tick: UtcTime
     outcome: str | None = None  # the upstream run's outcome at `tick` (Succeeded, Failed)
     job: str | None = None  # this schedule's run for it, when one was started
+    # Backfilled upstream ticks handled (older than `tick`), while the upstream records them.
+    backfilled: list[UtcTime] | None = None
 
 
 class GatedTick(_ApiModel):

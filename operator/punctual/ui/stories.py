@@ -124,6 +124,32 @@ def event_rows(events: Sequence[Mapping[str, Any]]) -> list[Body]:
     return rows
 
 
+def _chain(body: Mapping[str, Any], at: str) -> list[str] | None:
+    """For a schedule fired by its upstreams alone (spec.after without a schedule): what
+    its status says of the upstream runs it handled, and of its run of tick `at`."""
+    spec = body.get("spec") or {}
+    if not spec.get("after") or any(spec.get(k) for k in ("schedule", "schedules", "runAt")):
+        return None
+    status = body.get("status") or {}
+    names = ", ".join(str(a.get("schedule")) for a in spec["after"] if isinstance(a, Mapping))
+    lines = [f"It has no ticks of its own: it runs once for each run of {names} (spec.after)."]
+    for cursor in status.get("after") or []:
+        if not isinstance(cursor, Mapping):
+            continue
+        handled = f"{cursor.get('schedule')}: its runs up to {cursor.get('tick')} are handled"
+        if cursor.get("outcome"):
+            ran = cursor.get("job") or "none (not the outcome it waits for)"
+            handled += f"; the newest ended {cursor['outcome']}, run after: {ran}"
+        lines.append(handled + ".")
+    for firing in status.get("recentFirings") or []:
+        if isinstance(firing, Mapping) and firing.get("tick") == at:
+            reason = f" ({firing['reason']})" if firing.get("reason") else ""
+            lines.append(
+                f"Its run for {at}: {firing.get('job') or '-'} {firing.get('outcome')}{reason}."
+            )
+    return lines
+
+
 def why(
     body: Mapping[str, Any],
     events: Sequence[Mapping[str, Any]],
@@ -137,6 +163,9 @@ def why(
     meta = body.get("metadata") or {}
     status = body.get("status") or {}
     at = format_time(instant)
+    chain = _chain(body, at)
+    if chain is not None:
+        return chain
     try:
         source = source_of(body, calendars)
     except (ScheduleError, ValueError) as error:
