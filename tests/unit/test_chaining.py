@@ -186,7 +186,8 @@ def test_a_leader_killed_before_the_claim_decides_the_same_run_again() -> None:
 def test_a_run_the_downstream_already_has_is_not_started_again() -> None:
     ups = {UP: upstream(jobs=[up_job(T0, DONE)])}
     status = {
-        "recentFirings": [{"tick": iso(T0), "job": n(T0), "outcome": "Succeeded", "epoch": 6}]
+        "after": [{"schedule": UP, "tick": iso(CREATED)}],
+        "recentFirings": [{"tick": iso(T0), "job": n(T0), "outcome": "Succeeded", "epoch": 6}],
     }
     decision = at(T0 + 11 * M, ups, status=status)
     assert created(decision) == []
@@ -426,3 +427,39 @@ def test_a_backfilled_run_that_failed_or_an_entry_that_says_no_starts_nothing() 
     assert created(at(T0, failed)) == []
     no = down_spec({"schedule": UP, "backfills": False})
     assert created(at(T0, {UP: upstream(status=backfilled(T0 - 2 * H))}, spec=no)) == []
+
+
+def test_an_upstream_tick_still_buffered_or_gated_is_waited_for() -> None:
+    for key, entry in (
+        ("buffered", {"tick": iso(T0), "job": job_name(UP, T0)}),
+        ("gated", {"tick": iso(T0), "job": job_name(UP, T0), "until": iso(T0 + H)}),
+    ):
+        up = upstream(jobs=[up_job(T0 + H, DONE)], status={key: [entry]})
+        assert up.pending == {T0}
+        assert created(at(T0 + H + 11 * M, {UP: up})) == [], key
+
+
+def test_the_downstreams_index_follows_spec_after_as_schedules_change() -> None:
+    from punctual.runtime.chains import Downstreams
+
+    index = Downstreams()
+    load = {"spec": {"after": [{"schedule": "extract"}, {"schedule": "fetch"}]}}
+    index.observe(("ns", "load"), load)
+    index.observe(("ns", "report"), {"spec": {"after": [{"schedule": "extract"}]}})
+    index.observe(("other", "load"), load)
+    assert index.of(("ns", "extract")) == [("ns", "load"), ("ns", "report")]
+    assert index.of(("ns", "fetch")) == [("ns", "load")]
+    index.observe(("ns", "load"), {"spec": {"schedule": "* * * * *"}})  # no longer after
+    assert index.of(("ns", "extract")) == [("ns", "report")]
+    index.observe(("ns", "report"), None)  # deleted
+    assert index.of(("ns", "extract")) == []
+
+
+def test_after_added_to_a_schedule_that_ran_does_not_replay_the_upstreams_past() -> None:
+    ran = {"recentFirings": [{"tick": iso(T0 - H), "outcome": "Missed", "epoch": 6}]}
+    ups = {UP: upstream(jobs=[up_job(T0, DONE)])}
+    assert created(at(T0 + 11 * M, ups, status=ran)) == []
+    grown = {"after": [{"schedule": LOAD, "tick": iso(T0 - H)}]}  # an upstream added
+    spec = down_spec({"schedule": LOAD}, {"schedule": UP})
+    load = upstream(LOAD, LOAD_UID, jobs=[up_job(T0, DONE, name=LOAD, uid=LOAD_UID)])
+    assert created(at(T0 + 11 * M, {**ups, LOAD: load}, spec=spec, status=grown)) == [n(T0)]

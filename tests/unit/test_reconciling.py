@@ -511,3 +511,43 @@ async def test_with_two_shards_a_pass_writes_through_its_own_shard_only() -> Non
     leases[mine].leading, leases[mine].epoch = True, 7
     await reconciler(KEY)
     assert len(world.applier.decisions) == 1 and other.decisions == []
+
+
+async def test_a_downstream_reads_its_upstream_from_the_view_and_waits_until_synced() -> None:
+    """spec.after: the pass hands `decide` the upstream as the view holds it (its body and
+    Jobs), a missing upstream only once the lists are in, and a cycle."""
+    up_uid = "up-uid"
+    spec = {"after": [{"schedule": "extract"}], "jobTemplate": spec_body()["jobTemplate"]}
+    down = schedule_body(spec)
+    extract = {
+        "metadata": {"name": "extract", "namespace": NAMESPACE, "uid": up_uid},
+        "spec": {"schedule": "0 * * * *"},
+        "status": {},
+    }
+    ran = JobSnapshot(
+        f"extract-{int(T0.timestamp())}", "j", up_uid, T0, JobState.SUCCEEDED,
+        finished_at=T0 + timedelta(minutes=10),
+    )  # fmt: skip
+    bodies: dict[Any, Any] = {KEY: pack(down)}
+    view = LeaderView(Live(lambda: bodies), Live(lambda: {up_uid: [ran]}))
+    applier, synced = FakeApplier(), [False]
+    reconciler = Reconciler(
+        api=FakeApi(),
+        view=view,
+        roles=Roles([Role(FakeLease(), applier)]),
+        clock=FixedClock(T0 + timedelta(minutes=11)),
+        status_delay=DELAY,
+        forget=lambda key: None,
+        synced=lambda: synced[0],
+    )
+    await reconciler(KEY)
+    assert applier.decisions == []  # not synced: the upstream may only be unlisted yet
+    synced[0] = True
+    await reconciler(KEY)
+    [invalid] = applier.decisions  # listed, and not there: InvalidSpec, nothing created
+    assert invalid.creates == () and invalid.status is not None
+    assert "no CronSchedule extract" in str(invalid.status["conditions"])
+    bodies[(NAMESPACE, "extract")] = pack(extract)
+    bodies[KEY] = pack(schedule_body(spec))
+    await reconciler(KEY)
+    assert [c.name for c in applier.decisions[-1].creates] == [n(T0)]

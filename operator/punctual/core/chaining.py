@@ -23,7 +23,8 @@ How far back: a chain sees the upstream runs the upstream still records, its kep
 (its history limits) and status.recentFirings (the 20 newest); a run older than both
 that was never handled (B down or suspended past twenty upstream runs) is not run after.
 Where the cursor starts: at B's creation for a new B; at the upstream's newest ended
-run when `after` is added to a schedule that already ran (its past is not replayed).
+run when `after` is added to a schedule that already ran (its past is not replayed); where
+the chain is for an upstream added to the list.
 
 With a schedule of its own, spec.after is a gate (`gate`): a due tick of B waits in
 status.gated up to `within` for each upstream's run of its period (an upstream tick after
@@ -152,6 +153,8 @@ def upstream_of(name: str, body: Mapping[str, Any], jobs: Sequence[JobSnapshot])
         if claim.job not in seen and not ahead:
             pending.add(claim.tick)
     pending |= {r.tick for r in status.retrying or ()}
+    waiting = [*(status.buffered or ()), *(status.gated or ())]  # due, their runs to come
+    pending |= {w.tick for w in waiting if w.job not in seen}
     for tick, (_, end, again) in attempts.items():
         if again:
             pending.add(tick)
@@ -268,10 +271,12 @@ def runs_after(
         up = upstreams[entry.schedule]
         if entry.schedule in written:
             floors[entry.schedule] = written[entry.schedule].tick
-        elif old.observed_generation is None:  # a new schedule: from its creation on
+        elif written:  # an upstream added to the chain: from where the chain is
+            floors[entry.schedule] = max(c.tick for c in written.values())
+        elif old.recent_firings or old.last_scheduled_time:  # after added to one that ran:
+            floors[entry.schedule] = max([schedule.created, *up.ended])  # no replay
+        else:  # a new schedule: from its creation on
             floors[entry.schedule] = schedule.created
-        else:  # after added to a schedule that ran: its upstream's past is not replayed
-            floors[entry.schedule] = max([schedule.created, *up.ended])
     start = max(floors.values())
     cursors = {e.schedule: written.get(e.schedule) for e in entries}
     chosen: list[tuple[datetime, Ends]] = []  # the ticks to run after, in order
