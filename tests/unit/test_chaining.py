@@ -17,6 +17,7 @@ import pytest
 
 from punctual.core import chaining
 from punctual.core.deciding import decide
+from punctual.core.freezing import Freeze
 from punctual.core.decisions import Decision
 from punctual.core.jobs import JobSnapshot, JobState
 from punctual.core.naming import job_name, retry_job_name
@@ -39,6 +40,7 @@ from tests.unit.builders import (
     job,
     n,
     schedule_body,
+    window,
 )
 
 UP, UP_UID = "extract", "9d1f0c3e-0000-4000-8000-00000000e0e0"
@@ -86,10 +88,11 @@ def at(
     status: dict[str, Any] | None = None,
     jobs: Sequence[JobSnapshot] = (),
     cycle: Sequence[str] | None = None,
+    freezes: Sequence[Freeze] = (),
 ) -> Decision:
     body = schedule_body(spec or down_spec(), status)
     known = chaining.Upstreams(ups, None if cycle is None else tuple(cycle))
-    return decide(body, jobs, now=now, leadership=LEADER, upstreams=known)
+    return decide(body, jobs, now=now, leadership=LEADER, upstreams=known, freezes=freezes)
 
 
 def created(decision: Decision) -> list[str]:
@@ -463,3 +466,25 @@ def test_after_added_to_a_schedule_that_ran_does_not_replay_the_upstreams_past()
     spec = down_spec({"schedule": LOAD}, {"schedule": UP})
     load = upstream(LOAD, LOAD_UID, jobs=[up_job(T0, DONE, name=LOAD, uid=LOAD_UID)])
     assert created(at(T0 + 11 * M, {**ups, LOAD: load}, spec=spec, status=grown)) == [n(T0)]
+
+
+def test_a_manual_trigger_of_the_upstream_starts_it_unless_the_entry_says_no() -> None:
+    manual = dataclasses.replace(up_job(T0 + 5 * M, DONE, name=UP), trigger="r1")
+    ups = {UP: upstream(jobs=[manual])}
+    assert created(at(T0 + 16 * M, ups)) == [n(T0 + 5 * M)]
+    no = down_spec({"schedule": UP, "manual": False})
+    assert created(at(T0 + 16 * M, ups, spec=no)) == []
+
+
+def test_a_defer_window_holds_runs_after_until_its_end_and_a_skip_window_skips_them() -> None:
+    ups = {UP: upstream(jobs=[up_job(T0, DONE)])}
+    defer = window("release", T0, T0 + H, "Defer")
+    held = at(T0 + 11 * M, ups, freezes=[defer])
+    assert created(held) == []
+    assert held.next_wake == T0 + H
+    after_it = at(T0 + H + S, ups, status=held.status, freezes=[defer])
+    assert created(after_it) == [n(T0)]
+    skip = window("release", T0, T0 + H, "Skip")
+    skipped = at(T0 + 11 * M, ups, freezes=[skip])
+    assert created(skipped) == []
+    assert [r.value for r, _ in skipped.skipped] == ["FreezeWindow=Skip"]

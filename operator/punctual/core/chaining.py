@@ -48,6 +48,7 @@ from typing import Any, Final
 
 from pydantic import ValidationError
 
+from punctual.core.freezing import FreezeAction
 from punctual.core.jobs import JobSnapshot, JobState
 from punctual.core.models import (
     After,
@@ -59,6 +60,7 @@ from punctual.core.models import (
     parse_status,
 )
 from punctual.core.naming import job_name
+from punctual.core.pausing import Freezing
 from punctual.core.planning import tick_source
 from punctual.core.records import Candidate, EventNote, ScheduleRead, Skip, SkipReason
 from punctual.core.schedules import ScheduleError
@@ -80,6 +82,7 @@ class Ended:
     at: datetime | None
     job: str | None
     backfill: bool = False  # a run of `punctual backfill`, as the upstream records it
+    manual: bool = False  # a manual trigger's run
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,7 +128,7 @@ def upstream_of(name: str, body: Mapping[str, Any], jobs: Sequence[JobSnapshot])
             if firing.job not in done:  # a run ended but not yet recorded: its Job says
                 pending.add(firing.tick)
             continue
-        end = Ended(firing.outcome, None, firing.job)
+        end = Ended(firing.outcome, None, firing.job, manual=firing.manual)
         note(firing.tick, firing.attempt or 1, end, firing.manual, bool(firing.dead))
     for job in jobs:
         if job.schedule_uid != uid or job.tick is None or (job.deleting and job.active):
@@ -134,11 +137,12 @@ def upstream_of(name: str, body: Mapping[str, Any], jobs: Sequence[JobSnapshot])
             pending.add(job.tick)
             continue
         outcome = FiringOutcome(job.state.value)
+        manual = job.trigger is not None
         note(
             job.tick,
             job.attempt,
-            Ended(outcome, job.finished_at, job.name),
-            bool(job.trigger),
+            Ended(outcome, job.finished_at, job.name, manual=manual),
+            manual,
             False,
         )
     seen = {j.name for j in jobs}
@@ -256,10 +260,11 @@ def runs_after(
     schedule: ScheduleRead,
     upstreams: Mapping[str, Upstream],
     *,
-    suspended: bool,
+    held: tuple[SkipReason, str] | None = None,
     now: datetime,
 ) -> Chain:
-    """The runs a schedule fired by its upstreams alone starts now, and its new cursors:
+    """The runs a schedule fired by its upstreams alone starts now (`held`: skipped, with
+    that reason and message), and its new cursors:
     the upstream ticks after the cursor, in order, then backfilled ones (`_backfilled`)."""
     entries = spec.after or ()
     if not spec.chained or not entries:
@@ -302,7 +307,7 @@ def runs_after(
         for e in entries
     }
     backfilled, late = _backfilled(entries, upstreams, handled)
-    candidates, skips, lags = _started(schedule, chosen + late, suspended=suspended, now=now)
+    candidates, skips, lags = _started(schedule, chosen + late, held=held, now=now)
     new_cursors = tuple(
         handled[e.schedule].model_copy(update={"backfilled": backfilled[e.schedule] or None})
         for e in entries
@@ -328,7 +333,8 @@ def _ends(
                 waiting = True  # it may yet
             continue
         ends.append((entry.schedule, end))
-        if not _matches(entry.on, end.outcome) or (end.backfill and not entry.backfills):
+        unwanted = (end.backfill and not entry.backfills) or (end.manual and not entry.manual)
+        if not _matches(entry.on, end.outcome) or unwanted:
             passed = True
     return ends, passed, waiting
 
@@ -340,10 +346,10 @@ def _started(
     schedule: ScheduleRead,
     chosen: Sequence[tuple[datetime, Ends]],
     *,
-    suspended: bool,
+    held: tuple[SkipReason, str] | None,
     now: datetime,
 ) -> tuple[list[Candidate], list[Skip], list[tuple[str, float]]]:
-    """The runs after the `chosen` ticks (or, suspended, their skips), and their lags;
+    """The runs after the `chosen` ticks (or, `held`, their skips), and their lags;
     never one this schedule has (its Job, its claim, its recorded firing)."""
     old = schedule.old
     known = {*schedule.by_name, *(c.job for c in old.in_flight)}
@@ -358,9 +364,9 @@ def _started(
         known.add(name)
         started = tuple(f"{u}/{e.job}" for u, e in ends if e.job is not None)
         candidate = Candidate(name, tick, kind=FiringKind.AFTER, upstream=started)
-        if suspended:
-            message = f"suspended or paused: the run after {', '.join(started)} is skipped"
-            skips.append(Skip(candidate, SkipReason.SUSPENDED, message))
+        if held is not None:
+            message = f"{held[1]}: the run after {', '.join(started)} is skipped"
+            skips.append(Skip(candidate, held[0], message))
             continue
         candidates.append(candidate)
         finished = [e.at for _, e in ends if e.at is not None]
@@ -479,16 +485,27 @@ def _ran(up: Upstream, on: ChainOn, since: datetime | None, tick: datetime, entr
 def follow(
     spec: CronScheduleSpec,
     schedule: ScheduleRead,
-    due: Sequence[Candidate],
+    freezing: Freezing,
     upstreams: Upstreams,
     suspended: bool,
     *,
     now: datetime,
 ) -> Chain:
     """spec.after in one decision: the runs after upstream runs (`runs_after`) for a
-    schedule fired by them alone, the gate (`gate`) for one with a schedule of its own.
-    Every upstream is known (`reading` makes a missing one the reason the spec is invalid)."""
+    schedule fired by them alone, the gate (`gate`) over the due ticks a Skip freeze window
+    left (`freezing.kept`) for one with a schedule of its own. Every upstream is known
+    (`reading` makes a missing one the reason the spec is invalid). A freeze window over
+    now holds the runs after (Defer: they wait for its end) or skips them (Skip), as it
+    does ticks; `suspended` (suspend, suspendUntil, a pause after failures) skips them."""
     found = {name: up for name, up in upstreams.found.items() if up is not None}
-    if spec.chained:
-        return runs_after(spec, schedule, found, suspended=suspended, now=now)
-    return gate(spec, schedule, due, found, now=now)
+    if not spec.chained:
+        return gate(spec, schedule, freezing.kept, found, now=now)
+    window = freezing.now
+    if window is not None and window[0].action is FreezeAction.DEFER:
+        return Chain(cursors=tuple(schedule.old.after or ()) or None)  # at its end
+    held: tuple[SkipReason, str] | None = None
+    if window is not None:
+        held = SkipReason.FREEZE_WINDOW, f"{window[0].title}: Skip until {format_time(window[1])}"
+    elif suspended:
+        held = SkipReason.SUSPENDED, "suspended or paused"
+    return runs_after(spec, schedule, found, held=held, now=now)

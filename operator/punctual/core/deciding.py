@@ -156,7 +156,7 @@ def _rules(
     # 5. A Skip freeze window skips the due ticks inside it; spec.after adds runs after
     #    upstream runs, or (a gate) holds the due ticks until the upstreams' runs ended.
     freezing = pausing.freeze(gathered.due, frozen, now)
-    chain = chaining.follow(spec, schedule, freezing.kept, upstreams, plan.suspended, now=now)
+    chain = chaining.follow(spec, schedule, freezing, upstreams, plan.suspended, now=now)
     # 6. The concurrency policy chooses among the rest (recovered claims always go).
     wanted = (*gathered.recovering, *chain.open, *filter(None, [gathered.trigger]))
     wanted += (*retries.due, *chain.candidates)

@@ -201,6 +201,7 @@ class After(_ApiModel):
     on: ChainOn = ChainOn.SUCCEEDED
     within: str | None = Field(default=None, min_length=1, max_length=32)
     backfills: bool = True  # a backfill of the upstream (`punctual backfill`) runs this too
+    manual: bool = True  # a manual trigger of the upstream (`punctual trigger`) runs this too
 
     @property
     def within_seconds(self) -> int | None:
