@@ -17,8 +17,8 @@ import pytest
 
 from punctual.core import chaining
 from punctual.core.deciding import decide
-from punctual.core.freezing import Freeze
 from punctual.core.decisions import Decision
+from punctual.core.freezing import Freeze
 from punctual.core.jobs import JobSnapshot, JobState
 from punctual.core.naming import job_name, retry_job_name
 from tests.unit.builders import (
