@@ -488,3 +488,20 @@ def test_a_defer_window_holds_runs_after_until_its_end_and_a_skip_window_skips_t
     skipped = at(T0 + 11 * M, ups, freezes=[skip])
     assert created(skipped) == []
     assert [r.value for r, _ in skipped.skipped] == ["FreezeWindow=Skip"]
+
+
+def test_a_run_after_that_waits_in_a_buffer_stays_one_when_it_fires() -> None:
+    ups = {UP: upstream(jobs=[up_job(T0, DONE)])}
+    spec = down_spec(concurrencyPolicy="BufferOne")
+    status = {"after": [{"schedule": UP, "tick": iso(CREATED)}]}
+    other = job(T0 - 10 * M, ACTIVE, name=n(T0 - 10 * M))  # a run still running
+    waiting = at(T0 + 11 * M, ups, spec=spec, status=status, jobs=[other])
+    assert created(waiting) == []
+    assert waiting.status is not None
+    [entry] = waiting.status["buffered"]
+    assert entry["upstream"] == [f"{UP}/{job_name(UP, T0)}"]
+    fired = at(T0 + 12 * M, ups, spec=spec, status=waiting.status)
+    assert created(fired) == [n(T0)]
+    assert fired.status is not None
+    [claim] = [c for c in fired.status["inFlight"] if c["job"] == n(T0)]
+    assert claim["upstream"] == [f"{UP}/{job_name(UP, T0)}"]  # recovered as a run after

@@ -326,6 +326,7 @@ class BufferedTick(_ApiModel):
     tick: UtcTime
     job: str  # its own Job name, as if it had fired on time: still exactly once
     manual: bool = False
+    upstream: list[str] | None = None  # a run after upstream runs (spec.after): which
 
 
 class BackfillState(StrEnum):

@@ -31,6 +31,7 @@ from punctual.core.groups import Group
 from punctual.core.jobs import JobSnapshot
 from punctual.core.models import BufferedTick, ConcurrencyPolicy, CronScheduleSpec
 from punctual.core.records import Candidate, JobToDelete, ScheduleRead, Skip, SkipReason
+from punctual.core.stamping import FiringKind
 from punctual.core.times import format_time
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -200,9 +201,7 @@ def buffer(
     """
     recovered = tuple(c for c in wanted if c.job in recovering)
     queue = [
-        Candidate(b.job, b.tick, b.manual)
-        for b in schedule.old.buffered or []
-        if b.job not in {c.job for c in wanted}
+        _unbuffered(b) for b in schedule.old.buffered or [] if b.job not in {c.job for c in wanted}
     ] + [c for c in wanted if c.job not in recovering]
     deadline = spec.starting_deadline_seconds
     queue = [c for c in queue if c.job not in schedule.by_name]  # fired on a claim ahead
@@ -238,7 +237,10 @@ def buffer(
         skips=tuple(Skip(c, reason, message) for c in waiting[len(chosen) + room :]),
         late=late,
         late_after=deadline,
-        buffered=tuple(BufferedTick(tick=c.tick, job=c.job, manual=c.manual) for c in kept),
+        buffered=tuple(
+            BufferedTick(tick=c.tick, job=c.job, manual=c.manual, upstream=list(c.upstream) or None)
+            for c in kept
+        ),
         newly_buffered=tuple(c for c in kept if c.job not in old_buffer),
         deadline=goes_late,
     )
@@ -259,7 +261,16 @@ def unbuffered(schedule: ScheduleRead, policy: ConcurrencyPolicy) -> tuple[Skip,
     (the message names the new policy; the metric label is always UNBUFFERED)."""
     message = f"concurrencyPolicy {policy.value}: no longer buffered"
     return tuple(
-        Skip(Candidate(b.job, b.tick, b.manual), SkipReason.UNBUFFERED, message)
+        Skip(_unbuffered(b), SkipReason.UNBUFFERED, message)
         for b in schedule.old.buffered or []
         if b.job not in schedule.by_name
     )
+
+
+def _unbuffered(entry: BufferedTick) -> Candidate:
+    """A buffered tick as the candidate it was: a run after upstream runs stays one (its
+    claim must say so, or it would pass for a tick claimed ahead)."""
+    if entry.upstream:
+        started = tuple(entry.upstream)
+        return Candidate(entry.job, entry.tick, kind=FiringKind.AFTER, upstream=started)
+    return Candidate(entry.job, entry.tick, entry.manual)
