@@ -290,6 +290,12 @@ class CronScheduleSpec(_ApiModel):
         names = [a.schedule for a in self.after or ()]
         if len(set(names)) != len(names):
             raise ValueError("after: an upstream is named twice")
+        timed = self.exclude or self.exclude_calendars or self.start_time or self.end_time
+        if self.after and not own and (timed or self.max_runs is not None):
+            raise ValueError(
+                "exclude, excludeCalendars, startTime, endTime and maxRuns need a schedule of "
+                "its own (after alone runs once per upstream run)"
+            )
         for entry in self.after or ():
             if own and entry.within is None:
                 raise ValueError("after: with a schedule of its own (a gate), set within")
