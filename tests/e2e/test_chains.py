@@ -19,6 +19,8 @@ from typing import Any
 
 import pytest
 
+from punctual.kube.sharding import shard_of
+
 from .conftest import Cluster
 from .operators import job_creates, now, operators, tick_of, wait_until
 from .test_lifecycle import _cli, _rfc3339
@@ -314,3 +316,46 @@ def test_a_backfill_of_a_runs_b_once_for_each_backfilled_run_unless_asked_not_to
     creates = creates_of(crd, namespace, "pb")
     assert set(creates) == {f"pb-{t}" for t in ticks} and max(creates.values()) == 1
     assert runs_of(jobs(crd, namespace), "nb") == {}, "backfills: false"
+
+
+def test_a_chain_across_two_shards_runs_once_per_upstream_run(
+    crd: Cluster, namespace: str, tmp_path: Path
+) -> None:
+    """With --shards 2 and one replica per shard, an upstream and its downstream decided by
+    different leaders: the downstream reads its upstream from its own index, and its own
+    claim is the fence."""
+    if crd.audit_log is None:
+        pytest.skip("needs the local control plane's audit log")
+    lease = ("--lease-duration", "6", "--renew-deadline", "4", "--retry-period", "1")
+
+    def holders() -> set[str]:
+        out = crd.kubectl("get", "leases", "-n", namespace, "-o", "json")
+        return {
+            str(item["spec"].get("holderIdentity") or "")
+            for item in json.loads(out.stdout)["items"]
+            if item["metadata"]["name"].endswith("-of-2")
+        } - {""}
+
+    def uid(name: str) -> str:
+        out = crd.kubectl("get", "cronschedule", name, "-n", namespace, "-o", "json")
+        return str(json.loads(out.stdout)["metadata"]["uid"])
+
+    with operators(crd, namespace, tmp_path) as ops:
+        for name in ("s0", "s1"):
+            ops.start(name, "--shards", "2", lease=lease)
+        wait_until(lambda: holders() == {"s0", "s1"}, 60, what="one shard each")
+        crossing: list[tuple[str, str]] = []
+        for i in range(6):  # until a pair lands on two shards
+            up, down = f"x{i}", f"y{i}"
+            apply(crd, namespace, upstream(up, "*/4 * * * * *"), after(down, up))
+            if shard_of(uid(up), 2) != shard_of(uid(down), 2):
+                crossing.append((up, down))
+                break
+        assert crossing, "no pair landed on two shards"
+        up, down = crossing[0]
+        time.sleep(14)
+        done = [t for t, o in runs_of(jobs(crd, namespace), up).items() if o == "Succeeded"]
+        assert len(done) >= 2
+        wait_until(lambda: set(done) <= set(runs_of(jobs(crd, namespace), down)), 10, what=down)
+    creates = creates_of(crd, namespace, down)
+    assert creates and max(creates.values()) == 1, creates
