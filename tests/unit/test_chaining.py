@@ -505,3 +505,13 @@ def test_a_run_after_that_waits_in_a_buffer_stays_one_when_it_fires() -> None:
     assert fired.status is not None
     [claim] = [c for c in fired.status["inFlight"] if c["job"] == n(T0)]
     assert claim["upstream"] == [f"{UP}/{job_name(UP, T0)}"]  # recovered as a run after
+
+
+def test_an_upstream_with_an_unreadable_spec_or_status_is_read_without_a_crash() -> None:
+    body = {
+        "metadata": {"name": UP, "uid": UP_UID},
+        "spec": {"retry": {"maxAttempts": "many"}},
+        "status": {"recentFirings": "garbage"},
+    }
+    up = chaining.upstream_of(UP, body, [up_job(T0, BROKEN)])
+    assert up.ended[T0].outcome.value == "Failed" and up.pending == frozenset()

@@ -107,7 +107,8 @@ def upstream_of(name: str, body: Mapping[str, Any], jobs: Sequence[JobSnapshot])
         status = parse_status(body)
     except ValidationError:
         status = parse_status({})
-    retry = ((body.get("spec") or {}).get("retry") or {}).get("maxAttempts") or 1
+    asked = ((body.get("spec") or {}).get("retry") or {}).get("maxAttempts")
+    retry = asked if isinstance(asked, int) else 1  # an unreadable spec: no retry to wait for
     uid = str((body.get("metadata") or {}).get("uid", ""))
     ended: dict[datetime, Ended] = {}
     pending: set[datetime] = set()
