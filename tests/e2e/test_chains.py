@@ -260,6 +260,15 @@ def test_a_cycle_and_a_missing_upstream_are_invalid_specs_and_the_crd_checks_aft
         check=False,
     )
     assert refused.returncode != 0 and "Unsupported value" in refused.stderr
+    bare = crd.kubectl(
+        "apply", "-n", namespace, "-f", "-", check=False,
+        input="apiVersion: punctual.dev/v1\nkind: CronSchedule\nmetadata: {name: bare}\n"
+        "spec:\n  after:\n  - schedule: y\n    on: Failed\n"
+        "  jobTemplate: {spec: {template: {spec: {restartPolicy: Never, containers: "
+        "[{name: c, image: busybox}]}}}}\n",
+    )  # fmt: skip
+    # YAML 1.1 reads a bare `on` as true: refused, never silently the default.
+    assert bare.returncode != 0 and 'unknown field "spec.after[0].true"' in bare.stderr
     gate_without_within = schedule("gw", "* * * * *")
     gate_without_within["spec"]["after"] = [{"schedule": "y"}]
     refused = crd.kubectl(
