@@ -413,3 +413,24 @@ def test_an_invalid_entry_in_a_manifest_is_one_line_naming_it(
     status, lines, err = run(["next", "-f", manifest], capsys)
     assert status == 2 and lines == []
     assert err.startswith("punctual: spec.schedules[1].cron: "), err
+
+
+def test_explain_says_what_a_schedule_runs_after(
+    capsys: pytest.CaptureFixture[str], tmp_path: object
+) -> None:
+    manifest = os.path.join(str(tmp_path), "after.yaml")
+    with open(manifest, "w") as out:
+        out.write(
+            "apiVersion: punctual.dev/v1\nkind: CronSchedule\nmetadata: {name: x}\nspec:\n"
+            "  after: [{schedule: extract, 'on': Succeeded}, {schedule: fetch, 'on': Finished}]\n"
+            "  jobTemplate: {spec: {template: {}}}\n"
+        )
+    status, lines, err = run(["explain", "-f", manifest], capsys)
+    assert (status, err) == (0, "")
+    assert lines == [
+        "after[0]: once for each run of extract that ends Succeeded (the same tick for every "
+        "entry).",
+        "after[1]: once for each run of fetch that ends (the same tick for every entry).",
+    ]
+    status, lines, err = run(["next", "-f", manifest], capsys)
+    assert (status, lines, err) == (0, [], "")
