@@ -449,14 +449,14 @@ def _explain_spec(spec: CronScheduleSpec, uid: str | None) -> list[str]:
         lines.append(
             f"maxRuns: at most {spec.max_runs} scheduled runs (manual triggers do not count)."
         )
-    for index, entry in enumerate(spec.after or ()):
-        outcome = {"Finished": "ends"}.get(entry.on.value, f"ends {entry.on.value}")
+    for index, upstream in enumerate(spec.after or ()):
+        outcome = {"Finished": "ends"}.get(upstream.on.value, f"ends {upstream.on.value}")
         if spec.chained:
-            line = f"after[{index}]: once for each run of {entry.schedule} that {outcome}"
+            line = f"after[{index}]: once for each run of {upstream.schedule} that {outcome}"
         else:
             line = (
-                f"after[{index}]: each tick waits up to {entry.within} for a run of "
-                f"{entry.schedule} since the tick before that {outcome}, else it is missed"
+                f"after[{index}]: each tick waits up to {upstream.within} for a run of "
+                f"{upstream.schedule} since the tick before that {outcome}, else it is missed"
             )
         lines.append(
             line + " (the same tick for every entry)." if len(spec.after or ()) > 1 else line + "."
