@@ -86,7 +86,7 @@ def test_b_runs_once_per_successful_a_run_and_never_for_a_failed_one(
     if crd.audit_log is None:
         pytest.skip("needs the local control plane's audit log")
     with operators(crd, namespace, tmp_path) as ops:
-        ops.start("solo")
+        solo = ops.start("solo")
         wait_until(lambda: leader_of(crd, namespace) == "solo", 20, what="leadership")
         apply(
             crd,
@@ -108,6 +108,9 @@ def test_b_runs_once_per_successful_a_run_and_never_for_a_failed_one(
         wait_until(
             lambda: set(failed) <= set(runs_of(jobs(crd, namespace), "c-bad")), 10, what="c-bad"
         )
+        lagged = solo.metric("punctual_chain_lag_seconds_count") or 0
+        assert lagged >= len(done) + len(failed)
+        assert (solo.metric("punctual_chain_lag_seconds_sum") or 0) / lagged < 5
     found = jobs(crd, namespace)
     assert set(runs_of(found, "b-ok")) <= set(runs_of(found, "a-ok"))
     assert runs_of(found, "b-bad") == {}, "a failed run starts nothing on: Succeeded"
@@ -292,6 +295,10 @@ def test_a_cycle_and_a_missing_upstream_are_invalid_specs_and_the_crd_checks_aft
         )
         apply(crd, namespace, upstream("nobody", "*/5 * * * * *"))  # the upstream comes
         wait_until(lambda: not invalid("lonely"), 20, what="lonely valid again")
+        crd.kubectl("delete", "cronschedule", "nobody", "-n", namespace)  # deleted mid-chain
+        assert "no CronSchedule nobody" in wait_until(
+            lambda: invalid("lonely"), 20, what="lonely invalid again"
+        )
 
 
 def test_a_backfill_of_a_runs_b_once_for_each_backfilled_run_unless_asked_not_to(

@@ -42,6 +42,3 @@ class Downstreams:
     def of(self, key: Key) -> list[Key]:
         """The schedules that run after `key`'s runs."""
         return sorted(self._of.get(key, ()))
-
-    def upstreams(self, key: Key) -> tuple[str, ...]:
-        return self._names.get(key, ())
