@@ -515,3 +515,25 @@ def test_an_upstream_with_an_unreadable_spec_or_status_is_read_without_a_crash()
     }
     up = chaining.upstream_of(UP, body, [up_job(T0, BROKEN)])
     assert up.ended[T0].outcome.value == "Failed" and up.pending == frozenset()
+
+
+def test_a_claim_in_flight_is_still_created_while_its_upstream_is_missing() -> None:
+    first = at(T0 + 11 * M, {UP: upstream(jobs=[up_job(T0, DONE)])})
+    assert first.status is not None  # claimed; then the upstream is deleted, the leader dies
+    again = at(T0 + 12 * M, {UP: None}, status=first.status)
+    assert created(again) == [n(T0)]
+    assert again.status is not None
+    invalid = condition(again.status, "InvalidSpec")
+    assert invalid["status"] == "True" and "no CronSchedule extract" in invalid["message"]
+    assert again.status["after"] == first.status["after"]  # held where it was
+
+
+def test_a_gate_whose_upstream_is_missing_waits_then_misses_and_says_why() -> None:
+    tick = T0 + 15 * M
+    status = {"lastScheduledTime": iso(T0 - 45 * M)}
+    waiting = at(tick + S, {UP: None}, spec=gate_spec(), status=status)
+    assert waiting.status is not None and waiting.status["gated"]
+    assert condition(waiting.status, "InvalidSpec")["status"] == "True"
+    missed = at(tick + 31 * M, {UP: None}, spec=gate_spec(), status=waiting.status)
+    assert missed.status is not None
+    assert [f["outcome"] for f in missed.status["recentFirings"]][:1] == ["Missed"]

@@ -220,12 +220,19 @@ class Upstreams:
 NO_UPSTREAMS: Final = Upstreams({})
 
 
-def problem(spec: CronScheduleSpec, upstreams: Upstreams) -> str | None:
-    """Why spec.after cannot be followed: a cycle, or an upstream not found (never
-    created, deleted, or in another namespace, which spec.after cannot name)."""
+def cycle(upstreams: Upstreams) -> str | None:
+    """Why spec.after can never be followed: a cycle (`reading` makes it the reason the
+    spec is invalid)."""
     if upstreams.cycle:
         path = " -> ".join(upstreams.cycle)
         return f"spec.after: a cycle ({path}): no run of it could ever start"
+    return None
+
+
+def missing(spec: CronScheduleSpec, upstreams: Upstreams) -> str | None:
+    """Why spec.after cannot be followed for now: an upstream not found (not yet created,
+    deleted, or in another namespace, which spec.after cannot name). The decision goes on
+    (claims in flight are still created) and InvalidSpec says why; it clears by itself."""
     for index, entry in enumerate(spec.after or ()):
         if upstreams.found.get(entry.schedule) is None:
             return (
@@ -248,6 +255,7 @@ class Chain:
     open: tuple[Candidate, ...] = ()  # gated ticks whose upstreams' runs ended as named
     wake: datetime | None = None  # when the oldest gated tick gives up
     notes: tuple[EventNote, ...] = ()
+    problem: str | None = None  # an upstream not found (`missing`): InvalidSpec says so
 
 
 def _matches(on: ChainOn, outcome: FiringOutcome) -> bool:
@@ -437,7 +445,7 @@ def gate(
     for candidate in sorted(queue, key=lambda c: c.tick):
         since = _previous(spec, schedule.uid, candidate.tick)
         short = [
-            e for e in entries if not _ran(upstreams[e.schedule], e.on, since, candidate.tick, e)
+            e for e in entries if not _ran(upstreams.get(e.schedule), since, candidate.tick, e)
         ]
         if not short:
             opened.append(candidate)
@@ -474,11 +482,12 @@ def _previous(spec: CronScheduleSpec, uid: str, tick: datetime) -> datetime | No
         return None
 
 
-def _ran(up: Upstream, on: ChainOn, since: datetime | None, tick: datetime, entry: After) -> bool:
-    """Whether `up` has a run of the period (since, tick + within] that ended as `on`."""
+def _ran(up: Upstream | None, since: datetime | None, tick: datetime, entry: After) -> bool:
+    """Whether `up` has a run of the period (since, tick + within] that ended as
+    `entry.on` (a missing upstream has none)."""
     until = tick + timedelta(seconds=entry.within_seconds or 0)
-    return any(
-        (since is None or t > since) and t <= until and _matches(on, end.outcome)
+    return up is not None and any(
+        (since is None or t > since) and t <= until and _matches(entry.on, end.outcome)
         for t, end in up.ended.items()
     )
 
@@ -494,13 +503,18 @@ def follow(
 ) -> Chain:
     """spec.after in one decision: the runs after upstream runs (`runs_after`) for a
     schedule fired by them alone, the gate (`gate`) over the due ticks a Skip freeze window
-    left (`freezing.kept`) for one with a schedule of its own. Every upstream is known
-    (`reading` makes a missing one the reason the spec is invalid). A freeze window over
+    left (`freezing.kept`) for one with a schedule of its own. An upstream not found
+    (`missing`) holds a chain, and is the reason InvalidSpec gives. A freeze window over
     now holds the runs after (Defer: they wait for its end) or skips them (Skip), as it
     does ticks; `suspended` (suspend, suspendUntil, a pause after failures) skips them."""
     found = {name: up for name, up in upstreams.found.items() if up is not None}
-    if not spec.chained:
-        return gate(spec, schedule, freezing.kept, found, now=now)
+    lost = missing(spec, upstreams)
+    if not spec.chained:  # a missing upstream never ran: its ticks wait, then are Missed
+        return dataclasses.replace(
+            gate(spec, schedule, freezing.kept, found, now=now), problem=lost
+        )
+    if lost is not None:  # nothing is decided until it is back: the cursor stays
+        return Chain(cursors=tuple(schedule.old.after or ()) or None, problem=lost)
     window = freezing.now
     if window is not None and window[0].action is FreezeAction.DEFER:
         return Chain(cursors=tuple(schedule.old.after or ()) or None)  # at its end

@@ -2,13 +2,13 @@
 
 Why it exists: a decision starts from the spec, and the spec can be unusable in six ways
 (the schema, a kind the installation does not serve, CEL completion rules that do not
-compile, a Calendar missing or invalid, a spec.after upstream missing or in a cycle) or
+compile, a Calendar missing or invalid, spec.after in a cycle) or
 not yet decidable (a kind whose objects, or upstreams, are not all known yet). Each used
 to leave `deciding` by its own exit, in its own error style. `read_spec` turns them all
 into one `SpecRead`: the spec and its kind, or the reason it is invalid with the
 fingerprint to write (a fingerprint no valid spec has, so that any fix is an edit and
-moves the cursor to now; none for a spec.after upstream missing or in a cycle, which is
-fixed without an edit), or a wait. `clash` reads one thing more of it once per
+moves the cursor to now; none for a cycle of spec.after, which is fixed without an edit),
+or a wait. `clash` reads one thing more of it once per
 generation: a Job template that sets Punctual's own variables.
 
 What it must never do: raise for a user's spec, decide anything about ticks, or change
@@ -25,7 +25,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from punctual.core.calendars import Known, with_calendars
-from punctual.core.chaining import NO_UPSTREAMS, Upstreams, problem
+from punctual.core.chaining import NO_UPSTREAMS, Upstreams, cycle
 from punctual.core.completion import CompletionError, compile_rules
 from punctual.core.models import CronScheduleSpec, describe_error
 from punctual.core.planning import schedule_fingerprint
@@ -54,8 +54,8 @@ def read_spec(
     upstreams: Upstreams | None = NO_UPSTREAMS,
 ) -> SpecRead:
     """The spec of `body` with its Calendars folded into its exclusions, and its kind;
-    with spec.after, its `upstreams` (None: not all known yet, a wait; one missing or a
-    cycle: invalid, with no fingerprint, so that it is fixed without an edit)."""
+    with spec.after, its `upstreams` (None: not all known yet, a wait; a cycle: invalid,
+    with no fingerprint, so that it is fixed without an edit)."""
     raw = body.get("spec") or {}
     try:
         spec = CronScheduleSpec.model_validate(raw)
@@ -76,7 +76,7 @@ def read_spec(
         return _invalid(raw, folded)
     if folded.after and upstreams is None:
         return SpecRead(wait=True)
-    if folded.after and upstreams is not None and (broken := problem(folded, upstreams)):
+    if folded.after and upstreams is not None and (broken := cycle(upstreams)):
         return SpecRead(invalid=broken)
     return SpecRead(spec=folded, kind=kind)
 

@@ -19,6 +19,7 @@ it never talks to the API server or reads the clock.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -279,8 +280,11 @@ class Written:
 def build(o: Outcome, *, now: datetime) -> Written:
     """The new status, the Events (in the order things happened), the skip labels."""
     schedule, plan = o.schedule, o.plan
+    standing = o.standing  # an upstream of spec.after not found: InvalidSpec says so
+    if o.chain.problem is not None:
+        standing = dataclasses.replace(standing, invalid=o.chain.problem)
     conds, notes = conditions(
-        tuple(schedule.old.conditions), o.standing, now=now, generation=schedule.generation
+        tuple(schedule.old.conditions), standing, now=now, generation=schedule.generation
     )
     new, history = _fields(o, _firings(o), conds)
     skips = (*o.freezing.skips, *o.overlap.skips, *o.chain.skips)
