@@ -537,3 +537,17 @@ def test_a_gate_whose_upstream_is_missing_waits_then_misses_and_says_why() -> No
     missed = at(tick + 31 * M, {UP: None}, spec=gate_spec(), status=waiting.status)
     assert missed.status is not None
     assert [f["outcome"] for f in missed.status["recentFirings"]][:1] == ["Missed"]
+
+
+def test_a_rerun_of_a_dead_upstream_tick_that_succeeds_runs_after_once() -> None:
+    failed = up_job(T0, BROKEN)
+    first = at(T0 + 11 * M, {UP: upstream(jobs=[failed])})
+    assert created(first) == []  # dead: passed over
+    rerun = up_job(T0, DONE, attempt=2)  # punctual backfill --failed, hours later
+    ups = {UP: upstream(jobs=[failed, rerun])}
+    later = at(T0 + 3 * H, ups, status=first.status)
+    assert created(later) == [n(T0)]
+    assert later.status is not None
+    assert later.status["after"][0]["backfilled"] == [iso(T0)]
+    forgotten = {**later.status, "inFlight": [], "recentFirings": []}
+    assert created(at(T0 + 4 * H, ups, status=forgotten)) == []

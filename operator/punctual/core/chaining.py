@@ -81,7 +81,9 @@ class Ended:
     outcome: FiringOutcome
     at: datetime | None
     job: str | None
-    backfill: bool = False  # a run of `punctual backfill`, as the upstream records it
+    # A run of `punctual backfill` (as the upstream records it), or a rerun of a dead tick
+    # that succeeded (`punctual backfill --failed`): a tick older than the chain's cursor.
+    backfill: bool = False
     manual: bool = False  # a manual trigger's run
 
 
@@ -117,7 +119,9 @@ def upstream_of(name: str, body: Mapping[str, Any], jobs: Sequence[JobSnapshot])
 
     def note(tick: datetime, attempt: int, end: Ended, manual: bool, dead: bool) -> None:
         if end.outcome is FiringOutcome.SUCCEEDED:
-            ended[tick] = end
+            # An attempt past spec.retry's is a rerun of a dead tick (`punctual backfill
+            # --failed`): followed like a backfilled run, the tick being older than the cursor.
+            ended[tick] = dataclasses.replace(end, backfill=True) if attempt > retry else end
         failed = end.outcome is FiringOutcome.FAILED
         again = failed and not (manual or dead) and attempt < retry  # spec.retry
         if tick not in attempts or attempt > attempts[tick][0]:
