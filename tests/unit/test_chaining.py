@@ -551,3 +551,13 @@ def test_a_rerun_of_a_dead_upstream_tick_that_succeeds_runs_after_once() -> None
     assert later.status["after"][0]["backfilled"] == [iso(T0)]
     forgotten = {**later.status, "inFlight": [], "recentFirings": []}
     assert created(at(T0 + 4 * H, ups, status=forgotten)) == []
+
+
+def test_a_rerun_that_succeeds_does_not_run_a_finished_downstream_a_second_time() -> None:
+    spec = down_spec({"schedule": UP, "on": "Finished"})
+    failed = up_job(T0, BROKEN)
+    first = at(T0 + 11 * M, {UP: upstream(jobs=[failed])}, spec=spec)
+    assert created(first) == [n(T0)]  # the tick's first end
+    ups = {UP: upstream(jobs=[failed, up_job(T0, DONE, attempt=2)])}
+    forgotten = {**(first.status or {}), "inFlight": [], "recentFirings": []}
+    assert created(at(T0 + 3 * H, ups, spec=spec, status=forgotten)) == []

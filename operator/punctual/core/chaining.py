@@ -84,6 +84,7 @@ class Ended:
     # A run of `punctual backfill` (as the upstream records it), or a rerun of a dead tick
     # that succeeded (`punctual backfill --failed`): a tick older than the chain's cursor.
     backfill: bool = False
+    rerun: bool = False  # that rerun
     manual: bool = False  # a manual trigger's run
 
 
@@ -121,7 +122,8 @@ def upstream_of(name: str, body: Mapping[str, Any], jobs: Sequence[JobSnapshot])
         if end.outcome is FiringOutcome.SUCCEEDED:
             # An attempt past spec.retry's is a rerun of a dead tick (`punctual backfill
             # --failed`): followed like a backfilled run, the tick being older than the cursor.
-            ended[tick] = dataclasses.replace(end, backfill=True) if attempt > retry else end
+            rerun = attempt > retry
+            ended[tick] = dataclasses.replace(end, backfill=True, rerun=True) if rerun else end
         failed = end.outcome is FiringOutcome.FAILED
         again = failed and not (manual or dead) and attempt < retry  # spec.retry
         if tick not in attempts or attempt > attempts[tick][0]:
@@ -329,10 +331,16 @@ def runs_after(
 
 
 def _ends(
-    entries: Sequence[After], upstreams: Mapping[str, Upstream], tick: datetime
+    entries: Sequence[After],
+    upstreams: Mapping[str, Upstream],
+    tick: datetime,
+    *,
+    late: bool = False,
 ) -> tuple[Ends, bool, bool]:
     """How each upstream's run of `tick` ended; whether the tick is passed over (one
-    ended otherwise, or never ran it: its next run is newer), or waits (one may yet)."""
+    ended otherwise, or never ran it: its next run is newer), or waits (one may yet).
+    `late`: a tick at or before the cursor, decided once already, which only a success
+    can add to (a rerun succeeds once; its failed end was the Failed one)."""
     ends: Ends = []
     passed = waiting = False
     for entry in entries:
@@ -347,6 +355,7 @@ def _ends(
             continue
         ends.append((entry.schedule, end))
         unwanted = (end.backfill and not entry.backfills) or (end.manual and not entry.manual)
+        unwanted = unwanted or (late and end.rerun and entry.on is not ChainOn.SUCCEEDED)
         if not _matches(entry.on, end.outcome) or unwanted:
             passed = True
     return ends, passed, waiting
@@ -412,7 +421,7 @@ def _backfilled(
     for tick in sorted(set().union(*marked.values())):
         if tick > cursor or any(tick in handled[n] for n in handled):
             continue  # the in-order pass decides it, or it was decided
-        ends, passed, waiting = _ends(entries, upstreams, tick)
+        ends, passed, waiting = _ends(entries, upstreams, tick, late=True)
         if waiting and not passed:
             continue
         handled = {n: ticks | ({tick} & marked[n]) for n, ticks in handled.items()}
