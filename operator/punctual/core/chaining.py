@@ -21,21 +21,26 @@ retried, so the cursor never passes a run it has not decided.
 
 How far back: a chain sees the upstream runs the upstream still records, its kept Jobs
 (its history limits) and status.recentFirings (the 20 newest); a run older than both
-that was never handled (B down or suspended past twenty upstream runs) is not run after.
-Where the cursor starts: at B's creation for a new B; at the upstream's newest ended
-run when `after` is added to a schedule that already ran (its past is not replayed); where
-the chain is for an upstream added to the list.
+that was never handled (B's operator down, or the upstream missing, past twenty upstream
+runs) is not run after. Where the cursor starts: at B's creation for a new B; at the
+upstream's newest ended run when `after` is added to a schedule that already ran (its past
+is not replayed); where the chain is for an upstream added to the list.
+
+Backfills (`_backfilled`): a backfill of the upstream, or a rerun of a dead tick that
+succeeds, ends ticks older than the cursor. Each cursor keeps those it handled
+(status.after[].backfilled) for as long as the upstream still records them so, which
+bounds the list and never lets one be offered twice.
 
 With a schedule of its own, spec.after is a gate (`gate`): a due tick of B waits in
 status.gated up to `within` for each upstream's run of its period (an upstream tick after
 B's previous tick, up to B's tick plus `within`) to end with the outcome named, fires
 when they have, and is Missed, with the reason, when `within` passes first.
 
-What it must never do: start a run for an upstream tick at or before the cursor, for an
-upstream run still running or about to be retried, or for a tick whose run B already has
-(its Job, its claim, its recorded firing); or raise for a missing upstream or a cycle
-(those are reported as the reason the spec is invalid). Like all of `punctual.core`, it
-never talks to the API server or reads the clock.
+What it must never do: start a run for an upstream tick at or before the cursor (but a
+backfilled one not yet handled), for an upstream run still running or about to be
+retried, or for a tick whose run B already has (its Job, its claim, its recorded firing);
+or raise for a missing upstream or a cycle (InvalidSpec says why). Like all of
+`punctual.core`, it never talks to the API server or reads the clock.
 """
 
 from __future__ import annotations
