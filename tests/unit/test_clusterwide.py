@@ -43,6 +43,11 @@ def setup(api: FakeApi, *, leading: bool = True) -> tuple[ClusterWide, FixedCloc
     woken: list[Key] = []
     clock = FixedClock(T0)
     leader = SimpleNamespace(is_leader=lambda: leading)
+
+    async def report(path: str, status: dict[str, Any]) -> bool:  # the applier's, unguarded
+        await api.patch(path, {"status": status})
+        return True
+
     wide = ClusterWide(
         cast(KubeClient, api),
         [],  # every namespace: this installation writes their status
@@ -50,6 +55,7 @@ def setup(api: FakeApi, *, leading: bool = True) -> tuple[ClusterWide, FixedCloc
         election=cast(ShardedElection, SimpleNamespace(electors=[leader])),
         clock=clock,
         notify=woken.append,
+        report=report,
     )
     return wide, clock, woken
 

@@ -486,14 +486,24 @@ class Applier:
     async def group_status(self, namespace: str, group: str, status: Body) -> bool:
         """Write who holds a ConcurrencyGroup and who waits into its status; False when it
         has no object (a mutex group) or the write failed (it is only a report)."""
-        await self._guard()
         path = f"/apis/punctual.dev/v1/namespaces/{namespace}/concurrencygroups/{group}/status"
+        return await self.report_status(path, status)
+
+    async def report_status(self, path: str, status: Body) -> bool:
+        """Write the status of one of the small kinds Punctual reports on (a FreezeWindow,
+        a ClusterFreezeWindow, a Calendar, a ConcurrencyGroup), as every other write: only
+        while this replica leads and within the rate limit. False when it does not lead,
+        the object is gone or the write failed (it is only a report)."""
+        try:
+            await self._guard()
+        except NotLeader:
+            return False
         try:
             await self._call(self.api.patch(path, {"status": status}, content_type=MERGE_PATCH))
         except NotFound:
             return False
         except ApiError as error:
-            logger.warning("ConcurrencyGroup %s/%s status: %s", namespace, group, error)
+            logger.warning("status of %s: %s", path, error)
             return False
         return True
 

@@ -34,7 +34,7 @@ from punctual.core.calendars import Calendar, Known, calendar_status, read_calen
 from punctual.core.freezing import Freeze, Selector, freeze_status, read_cluster_freeze, selects
 from punctual.kube.client import ApiError, KubeClient, NotFound
 from punctual.kube.sharding import ShardedElection
-from punctual.runtime.freezewindows import FREEZES_EVERY
+from punctual.runtime.freezewindows import FREEZES_EVERY, Report
 from punctual.runtime.scheduling import Key
 from punctual.runtime.view import LeaderView
 
@@ -57,8 +57,10 @@ class ClusterWide:
         election: ShardedElection,
         clock: Clock,
         notify: Callable[[Key], None],
+        report: Report,
     ) -> None:
         self.api = api
+        self.report = report  # the first shard's applier: guarded and rate-limited
         self.namespaces = namespaces  # empty: every namespace (then it writes status)
         self.view = view
         self.election = election
@@ -174,7 +176,7 @@ class ClusterWide:
         self, plural: str, name: str, body: dict[str, Any], status: dict[str, Any]
     ) -> None:
         if status != body.get("status"):
-            await self.api.patch(f"{GROUP}/{plural}/{name}/status", {"status": status})
+            await self.report(f"{GROUP}/{plural}/{name}/status", status)
 
 
 def _specs(bodies: Bodies) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any
 
@@ -33,6 +33,8 @@ logger = logging.getLogger("punctual")
 FREEZES_EVERY = timedelta(seconds=5)
 
 Bodies = dict[str, dict[str, dict[str, Any]]]  # namespace -> name -> body
+# How their status is written: kube.applying.Applier.report_status of the first shard.
+Report = Callable[[str, dict[str, Any]], Awaitable[bool]]
 
 
 class FreezeWindows:
@@ -45,8 +47,10 @@ class FreezeWindows:
         election: ShardedElection,
         clock: Clock,
         notify: Callable[[Key], None],
+        report: Report,
     ) -> None:
         self.api = api
+        self.report = report  # the first shard's applier: guarded and rate-limited
         self.namespaces = namespaces  # empty: every namespace
         self.view = view
         self.election = election
@@ -120,7 +124,7 @@ class FreezeWindows:
                     path = (
                         f"/apis/punctual.dev/v1/namespaces/{namespace}/freezewindows/{name}/status"
                     )
-                    await self.api.patch(path, {"status": status})
+                    await self.report(path, status)
 
     def _wake(self, namespaces: set[str]) -> None:
         for key in self.view.schedule_keys():

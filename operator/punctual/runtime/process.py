@@ -156,6 +156,8 @@ class Operator:
             groups=self.groups,
             verified_triggers=options.verified_triggers,
         )
+        # Their status is written by the first shard's leader, through its applier.
+        report = roles[0].applier.report_status
         self.freezes = FreezeWindows(
             api,
             options.namespaces,
@@ -163,6 +165,7 @@ class Operator:
             election=self.election,
             clock=clock,
             notify=self.loop.notify,
+            report=report,
         )
         self.clusterwide = ClusterWide(
             api,
@@ -171,6 +174,7 @@ class Operator:
             election=self.election,
             clock=clock,
             notify=self.loop.notify,
+            report=report,
         )
         # Before the lists are in, only the schedules due soon whose Jobs were listed are
         # decided (runtime.early), and only with one shard: with more, no shard is sought
