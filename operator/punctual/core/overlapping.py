@@ -107,7 +107,8 @@ def concurrency(
     if policy is ConcurrencyPolicy.REPLACE:
         return _replace(fresh, recovered, live, held=held, limit=limit or 1)
     space = admitting.room(policy, limit, running=held, group=group)
-    chosen = {c.job for c in fresh[: space.free]}
+    skip = admitting.Disposition.SKIP
+    chosen = admitting.admit([(c, skip) for c in fresh], space.free)
     if space.by_group:
         assert group is not None
         reason, message = SkipReason.CONCURRENCY_GROUP, group.message(held)
@@ -122,8 +123,9 @@ def concurrency(
             SkipReason.FORBID,
             f"concurrencyPolicy Forbid: {what} {blocker} still runs",
         )
-    skips = tuple(Skip(c, reason, message) for c in fresh[space.free :])
-    return Overlap(tuple(c for c in wanted if c.job in recovering or c.job in chosen), skips=skips)
+    skips = tuple(Skip(c, reason, message) for c in chosen.refused)
+    going = {c.job for c in chosen.admitted}
+    return Overlap(tuple(c for c in wanted if c.job in recovering or c.job in going), skips=skips)
 
 
 def _replace(
@@ -221,7 +223,7 @@ def buffer(
         behind = waiting and group.waiting_since is not None
         if behind and group.waiting_since is not None and group.waiting_since < waiting[0].tick:
             free = 0
-    chosen = tuple(waiting[:free])
+    chosen = admitting.admit([(c, admitting.Disposition.WAIT) for c in waiting], free).admitted
     one = spec.concurrency_policy is ConcurrencyPolicy.BUFFER_ONE
     room = 1 if one else spec.max_buffered
     kept = waiting[len(chosen) : len(chosen) + room]
