@@ -69,7 +69,9 @@ def main(argv: list[str]) -> int:
             f"seed {seed}: {verdict}, {result.steps} steps, {result.creates} Jobs, "
             f"{result.faults} faults, {result.actions} requests, "
             f"{result.refused_by_fence} refused by the fence, "
-            f"{len(result.caveats)} backfill re-runs (README caveat), {result.wall_seconds:.1f} s"
+            f"{len(result.caveats)} backfill re-runs (README caveat), "
+            f"{result.status_by_non_holder} status writes of a non-holder, "
+            f"{result.wall_seconds:.1f} s"
         )
         print(line, flush=True)
         if not result.ok and not settings["QUIET"]:

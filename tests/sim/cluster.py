@@ -82,6 +82,9 @@ class SimApi(FakeApi):
         self.refused_by_fence = 0
         self._by = ""  # the client whose request is being served
         self.stalls: list[tuple[str | None, str, str, float]] = []
+        # Status writes accepted from a client that did not hold the Lease then: fenced by
+        # their resourceVersion only (README, Fencing), counted, not a broken promise.
+        self.status_by_non_holder: list[tuple[str, datetime, str]] = []
         self.stalled: list[tuple[str, datetime, float]] = []  # who, when, how long
         self._resumes: set[asyncio.Future[None]] = set()
 
@@ -190,6 +193,12 @@ class SimApi(FakeApi):
         return None
 
     def _replace(self, where: Where, body: Body) -> Body:
+        if where.resource == "cronschedules" and where.subresource == "status":
+            holder = ((self.objects.get(LEASE) or {}).get("spec") or {}).get("holderIdentity")
+            answer = super()._replace(where, body)
+            if self._by != holder:  # accepted: its resourceVersion was the latest
+                self.status_by_non_holder.append((self._by, self.time.now(), where.name or ""))
+            return answer
         if where.resource == "cronschedules" and where.subresource is None:
             current = self.objects.get(where.object_path)
             if current is not None:
