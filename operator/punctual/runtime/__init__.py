@@ -7,9 +7,9 @@
 - `reconciling`: one pass over one schedule (decide, let the status wait, apply).
 - `view`: the leader's view of schedules and Jobs, fresher than the watch.
 - `early`: deciding the schedules due soon while the lists stream in.
-- `freezewindows`: the FreezeWindows as followed, and their status.
-- `clusterwide`: the Calendars, ClusterFreezeWindows and Namespace labels, listed, and
-  their status.
+- `freezewindows`: the FreezeWindows as kopf tells of them, and their status.
+- `clusterwide`: the Calendars, ClusterFreezeWindows and Namespace labels as kopf tells
+  of them, and their status.
 - `supervision`: a part that ends early is fatal; the stop signals.
 - `calibrating`: keeps the estimate of the API server's clock sharp.
 - `sampling`: the event loop's lag, sampled (`punctual_event_loop_lag_seconds`).

@@ -195,7 +195,7 @@ class Operator:
             elector.patience = PATIENCE_PERIODS * options.retry_period
         self.watching = asyncio.Event()  # kopf has started its watches (readiness)
         self.stopping = asyncio.Event()  # set with the stop: a stopping replica is not ready
-        self.registry = make_registry(credentials=api.credentials, on_freeze=self.freezes.changed)
+        self.registry = make_registry(credentials=api.credentials, on_change=self._small_kind)
 
     def _may_decide_early(self) -> bool:
         """Leading, and what a decision reads besides the schedule and its Jobs is
@@ -248,6 +248,24 @@ class Operator:
             group = self.groups.group(key)
             if group is not None:  # a member's run started or ended: the others look again
                 self._notify_group(key, group)
+
+    def _small_kind(
+        self, plural: str, namespace: str | None, body: dict[str, Any], gone: bool
+    ) -> None:
+        """kopf's event about one of the small kinds (`kube.watching.SMALL_KINDS`)."""
+        name = str((body.get("metadata") or {}).get("name", ""))
+        if plural == "freezewindows":
+            self.freezes.changed(namespace or "", name, None if gone else body)
+        elif plural == "concurrencygroups":
+            if gone:
+                self.groups.deleted(body)
+            else:
+                self.groups.changed(body)
+            group = (namespace or "", name)
+            for member in self.groups.members(*group):  # their room may have changed
+                self.loop.notify(member)
+        else:  # calendars, clusterfreezewindows, namespaces
+            self.clusterwide.changed(plural, name, None if gone else body)
 
     def _notify_group(self, key: Key, group: str) -> None:
         for member in self.groups.members(key[0], group):
