@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from punctual.core.keys import ANNOTATION_RESUME, LABEL_SCHEDULE_UID
+from punctual.core.keys import ANNOTATION_RESUME, ANNOTATION_TRIGGER, LABEL_SCHEDULE_UID
 from punctual.core.models import CronScheduleSpec
 from punctual.core.naming import job_name
 from punctual.core.planning import tick_source
@@ -103,7 +103,7 @@ class Options:
     disabled: frozenset[str] = frozenset()
     clock_skew: float = 0.0  # seconds the replicas' clocks are off the server's
     # Steer clear of the bugs FINDINGS.md lists (no backfills, no failed deletes, no
-    # retry), so that a long campaign can look for others.
+    # retry, no trigger asking Replace), so that a long campaign can look for others.
     avoid_known: bool = False
     before_start: Callable[[Simulation], None] | None = None
 
@@ -330,6 +330,10 @@ class Simulation:
             if what == "trigger":
                 patch = trigger_patch(self.rng, request)
                 asked = json.loads(next(iter(patch["metadata"]["annotations"].values())))
+                if self.options.avoid_known and asked.get("concurrencyPolicy") == "Replace":
+                    asked.pop("concurrencyPolicy")  # FINDINGS.md 4
+                    value = json.dumps(asked, sort_keys=True)
+                    patch = {"metadata": {"annotations": {ANNOTATION_TRIGGER: value}}}
                 self.checkers.overlaps[request] = asked.get("concurrencyPolicy")
                 await self.user.patch(path, patch)
                 overlap = asked.get("concurrencyPolicy") or "the schedule's"
