@@ -105,7 +105,14 @@ def concurrency(
         return Overlap(tuple(wanted))
     held = len(live) + len(recovered)
     if policy is ConcurrencyPolicy.REPLACE:
-        return _replace(fresh, recovered, live, held=held, limit=limit or 1)
+        replacing = _replace(fresh, recovered, live, held=held, limit=limit or 1)
+        # Replace deletes only this schedule's runs: the group's limit still holds for the
+        # runs of the other members (a manual trigger's `--overlap Replace` in a group).
+        after = held - len(replacing.replaced)
+        if group is None or group.room(after) >= 1:
+            return replacing
+        skips = tuple(Skip(c, SkipReason.CONCURRENCY_GROUP, group.message(held)) for c in fresh)
+        return Overlap(recovered, skips=skips)
     space = admitting.room(policy, limit, running=held, group=group)
     skip = admitting.Disposition.SKIP
     chosen = admitting.admit([(c, skip) for c in fresh], space.free)
