@@ -309,3 +309,19 @@ async def test_the_small_kinds_status_is_written_only_while_leading_and_within_t
     assert api.objects[path]["status"] == {"active": True}
     gone = "/apis/punctual.dev/v1/namespaces/ns/freezewindows/gone/status"
     assert await applier(api).report_status(gone, {"active": True}) is False
+
+
+async def test_a_replace_whose_delete_failed_creates_nothing_yet() -> None:
+    """The running Job still runs: creating the next beside it would make two under
+    Replace (the simulator's finding 2). The claim stays written; the next pass deletes
+    again first, then creates (core.overlapping replaces for a recovered claim too)."""
+    api = server(held_job("nightly-0", "u0"))
+    api.fail("delete", f"{JOBS}/nightly-0", ApiError(500, "InternalError", "etcd is slow"))
+    decision = Decision(
+        status=CLAIM,
+        replace=(JobToDelete("nightly-0", "u0", "replaced by nightly-1"),),
+        creates=(create("nightly-1"),),
+    )
+    applied = await applier(api).apply(schedule(), decision)
+    assert api.calls == [("replace", STATUS), ("delete", f"{JOBS}/nightly-0")]
+    assert applied.created == [] and api.objects[SCHEDULE]["status"] == CLAIM

@@ -101,9 +101,21 @@ def concurrency(
     # Claims being recovered were decided before; they are created whatever the policy.
     recovered = tuple(c for c in wanted if c.job in recovering)
     fresh = [c for c in wanted if c.job not in recovering]
+    held = len(live) + len(recovered)
+    if not fresh and policy is ConcurrencyPolicy.REPLACE and recovered and live:
+        # A claim recovered under Replace still replaces what runs before it: its Job
+        # was not created because the delete before it failed, or its leader died there.
+        newest = max(recovered, key=lambda c: c.tick)
+        older = [j for j in live if (j.tick or _EPOCH) < newest.tick]
+        oldest = sorted(older, key=lambda j: (j.tick or j.created or _EPOCH, j.name))
+        excess = max(0, held - (limit or 1))
+        replaced = tuple(
+            JobToDelete(j.name, j.uid, f"replaced by {newest.job}", j.has_finalizer, j.kind)
+            for j in oldest[:excess]
+        )
+        return Overlap(tuple(wanted), replaced=replaced)
     if not fresh:
         return Overlap(tuple(wanted))
-    held = len(live) + len(recovered)
     if policy is ConcurrencyPolicy.REPLACE:
         replacing = _replace(fresh, recovered, live, held=held, limit=limit or 1)
         # Replace deletes only this schedule's runs: the group's limit still holds for the

@@ -241,11 +241,13 @@ class Applier:
                 return applied
             assert applied.schedule is not None
             claimed(applied.schedule)
-        # 2. Replace: the running Jobs go before the new one comes.
-        for job in decision.replace:
-            await self._delete(namespace, job, applied)
+        # 2. Replace: the running Jobs go before the new one comes. One that could not be
+        #    deleted holds the creates back: they stay claimed, and the next pass, which
+        #    sees it still running, deletes it again first (core.overlapping).
+        replaced = [await self._delete(namespace, job, applied) for job in decision.replace]
+        creates = decision.creates if all(replaced) else ()
         # 3. The creates.
-        for create in decision.creates:
+        for create in creates:
             before = len(applied.created)
             await self._create(schedule, create, applied)
             for made in applied.created[before:]:
@@ -419,10 +421,11 @@ class Applier:
         except ApiError as error:
             logger.warning("recording failed creates: %s", error)
 
-    async def _delete(self, namespace: str, job: JobToDelete, applied: Applied) -> None:
+    async def _delete(self, namespace: str, job: JobToDelete, applied: Applied) -> bool:
         """Delete a Job (Replace, history); one with our finalizer is freed right after,
         so it goes. Another kind's object is deleted in the foreground: it is seen
-        deleting until what it made (its pods, its cluster) is gone."""
+        deleting until what it made (its pods, its cluster) is gone. False when the
+        delete failed (the Job may still run)."""
         await self._guard()
         try:
             await self._call(
@@ -438,12 +441,13 @@ class Applier:
             )
             applied.deleted.append(job.name)
         except (NotFound, Conflict):
-            return  # already gone, or a different Job now has the name
+            return True  # already gone, or a different Job now has the name
         except ApiError as error:
             logger.warning("deleting Job %s/%s (%s): %s", namespace, job.name, job.reason, error)
-            return
+            return False
         if job.has_finalizer:
             await self.free(namespace, job.name, job.uid, applied, job.kind)
+        return True
 
     async def _fail(self, namespace: str, stuck: JobToFail, applied: Applied) -> None:
         """Fail a Job stuck pending (core.pending): its pods' waiting reasons and the time in
