@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -375,3 +375,40 @@ def test_ten_concurrent_triggers_make_ten_runs(
         j for j in jobs_of(crd, namespace, "ten") if j["metadata"]["name"].startswith("ten-m")
     ]
     assert len(manual) == 10
+
+
+def test_a_concurrency_group_object_sets_the_limit_and_an_edit_of_it_applies_at_once(
+    crd: Cluster, namespace: str, tmp_path: Path
+) -> None:
+    """The ConcurrencyGroup object (followed by kopf, like every small kind) makes the group
+    a semaphore of 2; lowering it to 1 applies without a restart."""
+    group = {
+        "apiVersion": "punctual.dev/v1",
+        "kind": "ConcurrencyGroup",
+        "metadata": {"name": "etl"},
+        "spec": {"maxConcurrent": 2},
+    }
+    with operators(crd, namespace, tmp_path) as ops:
+        ops.start("solo")
+        wait_until(lambda: leader_of(crd, namespace) == "solo", 20, what="leadership")
+        crd.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(group))
+        bodies = []
+        for name in ("sa", "sb", "sc"):
+            body = schedule(name, "* * * * * *", run_ms=3000, concurrencyPolicy="Allow")
+            body["spec"] |= {"concurrencyGroup": "etl", "successfulJobsHistoryLimit": 100}
+            bodies.append(body)
+        apply(crd, namespace, *bodies)
+        time.sleep(10)
+        semaphore = jobs_of(crd, namespace, "sa", "sb", "sc")
+        group["spec"] = {"maxConcurrent": 1}
+        crd.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(group))
+        time.sleep(4)  # the runs started under 2 end
+        edited_at = datetime.now(UTC)
+        time.sleep(10)
+    assert most_at_once(semaphore) == 2
+    after = [
+        j
+        for j in jobs_of(crd, namespace, "sa", "sb", "sc")
+        if parse(j["metadata"]["creationTimestamp"]) >= edited_at
+    ]
+    assert len(after) >= 2 and most_at_once(after) == 1

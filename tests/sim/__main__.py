@@ -23,7 +23,10 @@ import time
 from tests.sim.checking import PROMISES
 from tests.sim.simulating import Options, Result, simulate
 
-USAGE = "usage: python -m tests.sim [SEEDS=1-50|1,4,9] [HOURS=24] [SCHEDULES=4] [QUIET=1]"
+USAGE = (
+    "usage: python -m tests.sim [SEEDS=1-50|1,4,9] [HOURS=24] [SCHEDULES=4] [QUIET=1] "
+    "[AVOID_KNOWN=1]"
+)
 
 
 def seeds_of(text: str) -> list[int]:
@@ -39,7 +42,7 @@ def seeds_of(text: str) -> list[int]:
 
 
 def main(argv: list[str]) -> int:
-    settings = {"SEEDS": "1-10", "HOURS": "24", "SCHEDULES": "4", "QUIET": ""}
+    settings = {"SEEDS": "1-10", "HOURS": "24", "SCHEDULES": "4", "QUIET": "", "AVOID_KNOWN": ""}
     for arg in argv:
         key, _, value = arg.partition("=")
         if key not in settings or not value:
@@ -51,7 +54,11 @@ def main(argv: list[str]) -> int:
         os.execv(sys.executable, [sys.executable, "-m", "tests.sim", *argv])
     seeds = seeds_of(settings["SEEDS"])
     hours = float(settings["HOURS"])
-    options = Options(hours=hours, schedules=int(settings["SCHEDULES"]))
+    options = Options(
+        hours=hours,
+        schedules=int(settings["SCHEDULES"]),
+        avoid_known=bool(settings["AVOID_KNOWN"]),
+    )
     results: list[Result] = []
     started = time.perf_counter()
     for seed in seeds:
@@ -62,7 +69,9 @@ def main(argv: list[str]) -> int:
             f"seed {seed}: {verdict}, {result.steps} steps, {result.creates} Jobs, "
             f"{result.faults} faults, {result.actions} requests, "
             f"{result.refused_by_fence} refused by the fence, "
-            f"{len(result.caveats)} backfill re-runs (README caveat), {result.wall_seconds:.1f} s"
+            f"{len(result.caveats)} backfill re-runs (README caveat), "
+            f"{result.status_by_non_holder} status writes of a non-holder, "
+            f"{result.wall_seconds:.1f} s"
         )
         print(line, flush=True)
         if not result.ok and not settings["QUIET"]:

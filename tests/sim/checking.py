@@ -52,6 +52,11 @@ PROMISES: dict[str, str] = {
         "`maxConcurrent` | at most this many runs at once (1-1000) [...] "
         "Unset: `Allow` unbounded, the other policies one at a time"
     ),
+    "group-limit": (
+        "`concurrencyGroup` | the schedules of a namespace naming the same group run at most "
+        "one run among them at a time (a mutex), or at most the `spec.maxConcurrent` of the "
+        "namespace's `ConcurrencyGroup` of that name (a semaphore)"
+    ),
     "max-attempts": (
         "`retry` [...] the tick runs again after the delay [...] up to N runs in all, "
         "each under its own Job name"
@@ -153,6 +158,8 @@ class Checkers:
     # Each manual trigger request's own concurrencyPolicy, as the user asked it (a Job
     # carries only the request's id).
     overlaps: dict[str, str | None] = field(default_factory=dict)
+    # Each ConcurrencyGroup's maxConcurrent (a group without one is a mutex).
+    group_limits: dict[str, int] = field(default_factory=dict)
     # Planted bugs of the tests switch a checker off to show another catches it.
     disabled: set[str] = field(default_factory=set)
     # Told of every broken promise as it is found (the trace).
@@ -261,6 +268,8 @@ class Checkers:
                         f"{name}: attempt {attempt} while attempt {attempt - 1} still runs",
                     )
 
+        self._group_limit(accepted, uid, specs)
+
         # Never more unfinished runs than maxConcurrent (Forbid, Replace, the buffers: 1).
         # A trigger's and a backfill's own overlap choice: without maxConcurrent, a trigger
         # asking Allow runs beside the others (core/overlapping: "the limit still holds" is
@@ -291,6 +300,43 @@ class Checkers:
                 at,
                 f"{name} ({firing}) makes {len(running)} unfinished runs, "
                 f"the limit is {limit}: {names}",
+            )
+
+    def _group_limit(self, accepted: Accepted, uid: str, specs: list[dict[str, Any]]) -> None:
+        """Never more unfinished runs among a group's members than its limit. A schedule
+        that was outside the group within SPEC_GRACE is not judged (its claim may predate
+        the edit); the members are the schedules whose spec names the group now."""
+        groups = {s.get("concurrencyGroup") for s in specs}
+        if len(groups) != 1 or None in groups:
+            return
+        group = str(groups.pop())
+        self.checked["group-limit"] += 1
+        at = accepted.at
+        members = {
+            other
+            for other in self.specs.by_uid
+            if (self.specs.in_force(other, at, timedelta(0)) or [{}])[-1].get("concurrencyGroup")
+            == group
+        } | {uid}
+        body = accepted.body
+        running = [
+            j
+            for j in [*accepted.jobs, body]
+            if j["metadata"]["labels"][LABEL_SCHEDULE_UID] in members
+            and not finished(j)
+            and self.overlaps.get(_annotations(j).get(ANNOTATION_TRIGGER, "")) != "Allow"
+        ]
+        limit = self.group_limits.get(group, 1)
+        if len(running) > limit:
+            names = ", ".join(
+                f"{j['metadata']['name']}({_annotations(j).get(ANNOTATION_FIRING)})"
+                for j in running
+            )
+            self._fail(
+                "group-limit",
+                at,
+                f"{body['metadata']['name']} makes {len(running)} unfinished runs in group "
+                f"{group}, its limit is {limit}: {names}",
             )
 
     # -- after every step -------------------------------------------------------------
@@ -333,6 +379,12 @@ class Checkers:
         spec_body = body.get("spec") or {}
         if spec_body.get("suspend") or spec_body.get("maxRuns"):
             return  # suspended: nothing is due; maxRuns: may have ended (not judged)
+        conditions = (body.get("status") or {}).get("conditions") or []
+        if any(c.get("type") == "Paused" and c.get("status") == "True" for c in conditions):
+            return  # paused by pauseOnFailure: "the cursor waits, as under suspend"
+        until = maybe_time(spec_body.get("suspendUntil"))
+        if until is not None:
+            since = max(since, until + bound)
         try:
             spec = CronScheduleSpec.model_validate(spec_body)
             source = tick_source(spec, uid=body["metadata"]["uid"])

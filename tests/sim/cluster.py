@@ -46,6 +46,10 @@ LEASE = f"/apis/coordination.k8s.io/v1/namespaces/{LEASE_NAMESPACE}/leases/{LEAS
 FENCE = f"{fence_path(LEASE_NAMESPACE)}/{FENCE_NAME}"
 
 
+DISCOVERY = "/apis/punctual.dev/v1"
+SERVED = ["cronschedules", "fences", "concurrencygroups"]
+
+
 def iso(instant: datetime) -> str:
     """RFC 3339 UTC, as the API server writes times (microseconds when there are)."""
     text = instant.strftime("%Y-%m-%dT%H:%M:%S")
@@ -63,6 +67,7 @@ class Accepted:
     body: Body  # as stored
     lease: Body | None  # the Lease's spec at that instant (None: no Lease)
     siblings: list[Body]  # the schedule's other Jobs at that instant
+    jobs: list[Body]  # every Punctual Job at that instant (the new one aside)
     schedule: Body | None  # the schedule at that instant
 
 
@@ -77,6 +82,9 @@ class SimApi(FakeApi):
         self.refused_by_fence = 0
         self._by = ""  # the client whose request is being served
         self.stalls: list[tuple[str | None, str, str, float]] = []
+        # Status writes accepted from a client that did not hold the Lease then: fenced by
+        # their resourceVersion only (README, Fencing), counted, not a broken promise.
+        self.status_by_non_holder: list[tuple[str, datetime, str]] = []
         self.stalled: list[tuple[str, datetime, float]] = []  # who, when, how long
         self._resumes: set[asyncio.Future[None]] = set()
 
@@ -120,6 +128,11 @@ class SimApi(FakeApi):
 
     # -- what the real server does besides ---------------------------------------------
 
+    def _do(self, verb: str, path: str, params: dict[str, str], body: Any) -> Body:
+        if verb == "get" and path.rstrip("/") == DISCOVERY:  # the group's resources
+            return {"resources": [{"name": name} for name in SERVED]}
+        return super()._do(verb, path, params, body)
+
     def _create(self, where: Where, body: Body) -> Body:
         body = copy.deepcopy(body)
         meta = body.setdefault("metadata", {})
@@ -129,7 +142,9 @@ class SimApi(FakeApi):
         punctual_job = where.resource == "jobs" and LABEL_SCHEDULE_UID in labels
         if punctual_job and self.fencing:
             self._admit(meta)
-        siblings = self._jobs_of(labels.get(LABEL_SCHEDULE_UID)) if punctual_job else []
+        every = self._jobs_of(None) if punctual_job else []
+        uid = labels.get(LABEL_SCHEDULE_UID)
+        siblings = [j for j in every if j["metadata"]["labels"][LABEL_SCHEDULE_UID] == uid]
         stored = super()._create(where, body)
         if punctual_job:
             lease = self.objects.get(LEASE)
@@ -139,6 +154,7 @@ class SimApi(FakeApi):
                 copy.deepcopy(stored),
                 None if lease is None else copy.deepcopy(lease.get("spec") or {}),
                 siblings,
+                every,
                 self._schedule_of(labels.get(LABEL_SCHEDULE_UID)),
             )
             for tell in self.on_create:
@@ -162,12 +178,13 @@ class SimApi(FakeApi):
         )
 
     def _jobs_of(self, uid: str | None) -> list[Body]:
-        return [
-            copy.deepcopy(body)
-            for path, body in sorted(self.objects.items())
-            if "/jobs/" in path
-            and ((body.get("metadata") or {}).get("labels") or {}).get(LABEL_SCHEDULE_UID) == uid
-        ]
+        """The Jobs of the schedule `uid` (None: of every schedule), as stored."""
+        jobs = []
+        for path, body in sorted(self.objects.items()):
+            owner = ((body.get("metadata") or {}).get("labels") or {}).get(LABEL_SCHEDULE_UID)
+            if "/jobs/" in path and owner is not None and uid in (None, owner):
+                jobs.append(copy.deepcopy(body))
+        return jobs
 
     def _schedule_of(self, uid: str | None) -> Body | None:
         for path, body in self.objects.items():
@@ -176,6 +193,12 @@ class SimApi(FakeApi):
         return None
 
     def _replace(self, where: Where, body: Body) -> Body:
+        if where.resource == "cronschedules" and where.subresource == "status":
+            holder = ((self.objects.get(LEASE) or {}).get("spec") or {}).get("holderIdentity")
+            answer = super()._replace(where, body)
+            if self._by != holder:  # accepted: its resourceVersion was the latest
+                self.status_by_non_holder.append((self._by, self.time.now(), where.name or ""))
+            return answer
         if where.resource == "cronschedules" and where.subresource is None:
             current = self.objects.get(where.object_path)
             if current is not None:

@@ -6,10 +6,10 @@ signal handling, which need a real API server, a port or the real clock. A `Repl
 wires the same parts the same way (the schedule and Job indices on their followers, the
 leader's view, the scheduler loop whose unit of work is a Reconciler pass, one Role per
 shard with an Applier guarded by its elector, the sharded election with one shard and
-the Fence) on simulated time, and a leadership loop that does what the Operator's
-`_act_on_leadership` does: enable the loop while leading, clear the view when a
-leadership starts or ends, look at every schedule and sweep when a shard is gained, and
-take back the passes dropped in a lapse.
+the Fence, the concurrency groups) on simulated time, and a leadership loop that does
+what the Operator's `_act_on_leadership` does: enable the loop while leading, clear the
+view when a leadership starts or ends, look at every schedule and sweep when a shard is
+gained, and take back the passes dropped in a lapse.
 
 What it must never do: decide or write anything itself (every write goes through the
 real Applier), or wait on anything but the simulated time it is given.
@@ -28,6 +28,7 @@ from punctual.clocks import Clock
 from punctual.core.jobs import JobSnapshot
 from punctual.kube.applying import Applier
 from punctual.kube.events import EventRecorder
+from punctual.kube.groups import Groups
 from punctual.kube.jobwatching import JobIndex
 from punctual.kube.leases import LeaseConfig
 from punctual.kube.ratelimiting import RateLimiter
@@ -77,6 +78,7 @@ class Replica:
         self.time = time
         clock: Clock = Skewed(time, skew) if skew else time
         self.api = api.client(identity)
+        self.groups = Groups(self.api, [NAMESPACE])  # concurrency groups: members, limits
         self.schedules = ScheduleIndex(self.api, [NAMESPACE], self._on_schedule)
         self.jobs = JobIndex(self.api, [NAMESPACE], self._on_job)
         self.view = LeaderView(
@@ -112,6 +114,7 @@ class Replica:
             status_delay=STATUS_DELAY,
             forget=self.loop.forget,
             queue=self.loop,
+            groups=self.groups,
         )
         self.stop = asyncio.Event()
         self.tasks: list[asyncio.Task[None]] = []
@@ -120,6 +123,9 @@ class Replica:
     # -- what the watches tell (the Operator's _on_schedule and _on_job) ----------------
 
     def _on_schedule(self, key: Key, body: Mapping[str, Any] | None) -> None:
+        group = self.groups.observe(key, body)
+        if group is not None:  # a member changed: the others may have room now
+            self._notify_group(key, group)
         version = None if body is None else (body.get("metadata") or {}).get("resourceVersion")
         if not self.view.is_echo(key, version):
             self.loop.notify(key)
@@ -127,6 +133,14 @@ class Replica:
     def _on_job(self, key: Key, uid: str, job: JobSnapshot | None) -> None:
         if self.view.job_changed(uid, job):
             self.loop.notify(key)
+            group = self.groups.group(key)
+            if group is not None:  # a member's run started or ended: the others look again
+                self._notify_group(key, group)
+
+    def _notify_group(self, key: Key, group: str) -> None:
+        for member in self.groups.members(key[0], group):
+            if member != key:
+                self.loop.notify(member)
 
     async def _reconcile(self, key: Key) -> datetime | None:
         if not self.synced:
@@ -139,6 +153,7 @@ class Replica:
         parts = [
             self.schedules.run(self.stop),
             self.jobs.run(self.stop),
+            self.groups.run(self.stop),
             self.loop.run(self.stop),
             self._elect(),
             self._lead(),

@@ -29,16 +29,22 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from punctual.core.keys import LABEL_SCHEDULE_UID
-from punctual.kube.client import ApiError, Conflict, NotFound, Unavailable
+from punctual.core.keys import ANNOTATION_RESUME, ANNOTATION_TRIGGER, LABEL_SCHEDULE_UID
+from punctual.core.models import CronScheduleSpec
+from punctual.core.naming import job_name
+from punctual.core.planning import tick_source
+from punctual.kube import following
+from punctual.kube.client import ApiError, Conflict, Unavailable
 from tests.sim.checking import Broken, Checkers, SpecLog
 from tests.sim.cluster import LEASE, Accepted, JobController, SimApi, iso
 from tests.sim.replicas import NAMESPACE, Replica
-from tests.sim.specs import backfill_patch, edited, random_spec, trigger_patch
+from tests.sim.specs import TEMPLATE, backfill_patch, edited, random_spec, trigger_patch
 from tests.unit.faketime import FakeTime
 
 SCHEDULES = f"/apis/punctual.dev/v1/namespaces/{NAMESPACE}/cronschedules"
 JOBS = f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs"
+GROUPS = f"/apis/punctual.dev/v1/namespaces/{NAMESPACE}/concurrencygroups"
+LIST_PAGE = 3  # objects a list answers per page (the operator's 100 would be one page)
 ACTION_EVERY = 600.0  # mean simulated seconds between users' requests
 FAULT_EVERY = 900.0  # mean simulated seconds between faults
 BOUND = timedelta(minutes=3)  # liveness: a due tick is fired or recorded within this
@@ -60,6 +66,7 @@ class Result:
     wall_seconds: float
     simulated_hours: float  # up to the first broken promise
     caveats: list[str]  # ticks a backfill ran again, as the README's caveat allows
+    status_by_non_holder: int  # status writes accepted from a replica not holding the Lease
 
     @property
     def ok(self) -> bool:
@@ -82,11 +89,22 @@ class Options:
     # Tests plant bugs or shape a run through these (never the code under operator/).
     fencing: bool = True
     specs: list[dict[str, Any]] | None = None  # instead of random ones
-    actions: tuple[str, ...] = ("trigger", "backfill", "edit", "suspend", "delete-job")
+    actions: tuple[str, ...] = (
+        "trigger",
+        "backfill",
+        "edit",
+        "suspend",
+        "resume",
+        "delete-job",
+        "foreign",
+    )
     job_weights: tuple[float, float, float, float] = (0.6, 0.2, 0.05, 0.15)
     mean_run: float = 60.0
     disabled: frozenset[str] = frozenset()
     clock_skew: float = 0.0  # seconds the replicas' clocks are off the server's
+    # Steer clear of the bugs FINDINGS.md lists (no backfills, no failed deletes, no
+    # retry, no trigger asking Replace), so that a long campaign can look for others.
+    avoid_known: bool = False
     before_start: Callable[[Simulation], None] | None = None
 
 
@@ -142,9 +160,14 @@ class Simulation:
 
     async def run(self) -> Result:
         started = walltime.perf_counter()
-        logging.getLogger("punctual").setLevel(logging.CRITICAL)
+        logger = logging.getLogger("punctual")
+        level = logger.level
+        logger.setLevel(logging.CRITICAL)  # the faults make it warn a lot; the trace tells
         if self.options.before_start is not None:
             self.options.before_start(self)
+        group = {"metadata": {"name": "g1", "namespace": NAMESPACE}, "spec": {"maxConcurrent": 2}}
+        await self.user.create(GROUPS, {"apiVersion": "punctual.dev/v1", **group})
+        self.checkers.group_limits["g1"] = 2
         for index in range(self.options.schedules):
             await self._create_schedule(index)
         for _ in range(self.options.replicas):
@@ -153,11 +176,18 @@ class Simulation:
             asyncio.ensure_future(self._run_jobs()),
             asyncio.ensure_future(self._drive()),
         ]
+        page, following.LIST_PAGE = following.LIST_PAGE, LIST_PAGE  # lists in pages
+        # A follower waits its retry with asyncio.sleep: on simulated time here.
+        real = vars(following)["asyncio"]
+        setattr(following, "asyncio", _OnSimulatedTime(self.time))  # noqa: B010
         try:
             while self.time.now() < self.end and not self.checkers.broken:
                 await self.time.step()
                 self.steps += 1
                 self._check()
+                for helper in helpers:  # a driver that died would end coverage in silence
+                    if helper.done():
+                        helper.result()
             if not self.checkers.broken:
                 self._liveness()
         finally:
@@ -166,6 +196,9 @@ class Simulation:
             for task in helpers:
                 task.cancel()
             await asyncio.gather(*helpers, return_exceptions=True)
+            logger.setLevel(level)
+            following.LIST_PAGE = page
+            setattr(following, "asyncio", real)  # noqa: B010
         return Result(
             self.seed,
             self.options.hours,
@@ -180,6 +213,7 @@ class Simulation:
             walltime.perf_counter() - started,
             self.time.seconds / 3600,
             list(self.checkers.caveats),
+            len(self.api.status_by_non_holder),
         )
 
     def _check(self) -> None:
@@ -222,11 +256,16 @@ class Simulation:
         replica.start()
         self.note(f"replica {replica.identity} started")
 
+    def _steer(self, spec: dict[str, Any]) -> dict[str, Any]:
+        if self.options.avoid_known:
+            spec.pop("retry", None)
+        return spec
+
     async def _create_schedule(self, index: int) -> None:
         if self.options.specs is not None:
             spec = self.options.specs[index % len(self.options.specs)]
         else:
-            spec = random_spec(self.rng, self.time.now())
+            spec = self._steer(random_spec(self.rng, self.time.now()))
         body = {
             "apiVersion": "punctual.dev/v1",
             "kind": "CronSchedule",
@@ -280,6 +319,8 @@ class Simulation:
             return
         self.actions += 1
         what = self.rng.choice(self.options.actions)
+        if self.options.avoid_known and what == "backfill":
+            what = "trigger"
         bodies = self.api.items(SCHEDULES)
         body = self.rng.choice(bodies)
         name = body["metadata"]["name"]
@@ -289,9 +330,14 @@ class Simulation:
             if what == "trigger":
                 patch = trigger_patch(self.rng, request)
                 asked = json.loads(next(iter(patch["metadata"]["annotations"].values())))
+                if self.options.avoid_known and asked.get("concurrencyPolicy") == "Replace":
+                    asked.pop("concurrencyPolicy")  # FINDINGS.md 4
+                    value = json.dumps(asked, sort_keys=True)
+                    patch = {"metadata": {"annotations": {ANNOTATION_TRIGGER: value}}}
                 self.checkers.overlaps[request] = asked.get("concurrencyPolicy")
                 await self.user.patch(path, patch)
-                self.note(f"user: trigger {name} ({request})")
+                overlap = asked.get("concurrencyPolicy") or "the schedule's"
+                self.note(f"user: trigger {name} ({request}, overlap {overlap})")
             elif what == "backfill":
                 patch = backfill_patch(self.rng, request, self.time.now())
                 await self.user.patch(path, patch)
@@ -302,10 +348,16 @@ class Simulation:
                 if what == "suspend":
                     new = {**spec, "suspend": not spec.get("suspend", False)}
                 else:
-                    new = edited(self.rng, spec, self.time.now())
+                    new = self._steer(edited(self.rng, spec, self.time.now()))
                 await self.user.replace(path, {**body, "spec": new})
                 self.specs.record(body["metadata"]["uid"], self.time.now(), new)
                 self.note(f"user: {what} {name}: {_short(new)}")
+            elif what == "resume":
+                patch = {"metadata": {"annotations": {ANNOTATION_RESUME: request}}}
+                await self.user.patch(path, patch)
+                self.note(f"user: resume {name} ({request})")
+            elif what == "foreign":
+                await self._foreign(body)
             else:
                 jobs = [
                     j
@@ -316,8 +368,20 @@ class Simulation:
                     job = self.rng.choice(jobs)["metadata"]["name"]
                     await self.user.delete(f"{JOBS}/{job}")
                     self.note(f"user: deleted Job {job}")
-        except (Conflict, NotFound) as error:
+        except ApiError as error:  # a person's request fails as any client's may
             self.note(f"user: {what} {name} refused: {error}")
+
+    async def _foreign(self, body: dict[str, Any]) -> None:
+        """Someone creates a Job of their own under the name of the schedule's next tick."""
+        spec = CronScheduleSpec.model_validate(body["spec"])
+        source = tick_source(spec, uid=body["metadata"]["uid"])
+        tick = source.next_tick(self.time.now())
+        if tick is None:
+            return
+        name = job_name(body["metadata"]["name"], tick)
+        job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name}}
+        await self.user.create(JOBS, {**job, "spec": TEMPLATE["spec"]})
+        self.note(f"user: created a foreign Job {name} on the name of tick {iso(tick)}")
 
     async def _fault(self) -> list[tuple[datetime, Callable[[], Any]]]:
         """One fault now; what undoes it later, and when."""
@@ -352,6 +416,8 @@ class Simulation:
             return []
         if kind == "error":
             verb, prefix, error = self.rng.choice(_ERRORS)
+            if self.options.avoid_known and verb == "delete":
+                verb, prefix, error = _ERRORS[0]
             for _ in range(self.rng.randrange(1, 4)):
                 self.api.fail(verb, prefix, error)
             self.note(f"FAULT next {verb} {prefix}: {error.status}")
@@ -382,6 +448,19 @@ _ERRORS: list[tuple[str, str, ApiError]] = [
     ("replace", LEASE, Unavailable(500, "InternalError", "timeout")),
     ("get", f"{SCHEDULES}/", Unavailable(500, "InternalError", "timeout")),
 ]
+
+
+class _OnSimulatedTime:
+    """asyncio, but its `sleep` waits on simulated time (for kube.following's retry)."""
+
+    def __init__(self, time: FakeTime) -> None:
+        self._time = time
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(asyncio, name)
+
+    async def sleep(self, seconds: float) -> None:
+        await self._time.sleep(seconds)
 
 
 async def _maybe(value: Any) -> None:

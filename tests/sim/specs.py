@@ -94,11 +94,44 @@ def random_spec(rng: random.Random, now: datetime) -> dict[str, Any]:
                 spec["endTime"] = iso(now + timedelta(hours=rng.uniform(1, 20)))
         if rng.random() < 0.2:
             spec["pendingTimeoutSeconds"] = rng.choice([60, 300, 900])
+        _more(rng, spec, now)
         spec["successfulJobsHistoryLimit"] = rng.randrange(0, 4)
         spec["failedJobsHistoryLimit"] = rng.randrange(0, 3)
         spec["jobTemplate"] = json.loads(json.dumps(TEMPLATE))
         if valid(spec):
             return spec
+
+
+GROUPS = ["g1", "g2"]  # g1 has a ConcurrencyGroup object (a semaphore), g2 none (a mutex)
+
+
+def _more(rng: random.Random, spec: dict[str, Any], now: datetime) -> None:
+    """The features of a spec that change when ticks run rather than which: exclusions, a
+    start, a suspension that ends by itself, pause on failure, jitter, a group."""
+    if "runAt" not in spec:
+        if rng.random() < 0.15:
+            spec["exclude"] = [
+                rng.choice(
+                    [
+                        {"cron": f"*/{rng.choice([7, 11])} * * * *"},
+                        {"cron": f"* {rng.randrange(24)} * * *"},
+                        {
+                            "from": iso(now + timedelta(minutes=rng.uniform(10, 120))),
+                            "to": iso(now + timedelta(minutes=rng.uniform(130, 300))),
+                        },
+                    ]
+                )
+            ]
+        if rng.random() < 0.1:
+            spec["startTime"] = iso(now + timedelta(minutes=rng.uniform(5, 90)))
+    if rng.random() < 0.1:
+        spec["suspendUntil"] = iso(now + timedelta(minutes=rng.uniform(5, 120)))
+    if rng.random() < 0.1:
+        spec["pauseOnFailure"] = {"consecutiveFailures": rng.choice([1, 2, 3])}
+    if rng.random() < 0.15:
+        spec["jitterSeconds"] = rng.choice([3, 20, 60])
+    if rng.random() < 0.25:
+        spec["concurrencyGroup"] = rng.choice(GROUPS)
 
 
 def valid(spec: dict[str, Any]) -> bool:
@@ -112,7 +145,7 @@ def valid(spec: dict[str, Any]) -> bool:
 def edited(rng: random.Random, spec: dict[str, Any], now: datetime) -> dict[str, Any]:
     """The spec with one thing changed, as a person edits one."""
     new = json.loads(json.dumps(spec))
-    what = rng.choice(["trigger", "policy", "limit", "retry", "suspend", "deadline"])
+    what = rng.choice(["trigger", "policy", "limit", "retry", "suspend", "deadline", "group"])
     if what == "trigger":
         for key in ("schedule", "schedules", "runAt", "maxRuns", "endTime"):
             new.pop(key, None)
@@ -129,6 +162,11 @@ def edited(rng: random.Random, spec: dict[str, Any], now: datetime) -> dict[str,
             new.pop("retry")
         else:
             new["retry"] = {"maxAttempts": rng.choice([2, 3]), "delaySeconds": 10}
+    elif what == "group":
+        if new.get("concurrencyGroup") is None:
+            new["concurrencyGroup"] = rng.choice(GROUPS)
+        else:
+            new.pop("concurrencyGroup")
     elif what == "suspend":
         new["suspend"] = not new.get("suspend", False)
     else:

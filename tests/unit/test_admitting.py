@@ -122,3 +122,13 @@ def test_a_retry_of_a_group_member_waits_while_the_group_is_full() -> None:
     attempt = retry_job_name(NAME, T0 - H, 2)
     assert failed_tick_due_for_retry(Group("etl", 1, 0), concurrencyGroup="etl") == [attempt]
     assert failed_tick_due_for_retry(Group("etl", 1, 1), concurrencyGroup="etl") == []
+
+
+def test_the_one_loop_hands_out_room_in_order_and_always_admits_a_recovered_claim() -> None:
+    D = admitting.Disposition
+    handed = [("recovered", D.ALWAYS), ("retry", D.WAIT), ("tick", D.SKIP), ("fill", D.WAIT)]
+    assert admitting.admit(handed, 1) == admitting.Admission(
+        ("recovered", "retry"), ("tick", "fill")
+    )
+    assert admitting.admit(handed, 0).admitted == ("recovered",)
+    assert admitting.admit(handed, 5).refused == ()

@@ -294,3 +294,34 @@ def test_retry_after_comes_from_the_header_or_the_status_details() -> None:
     assert retry_after_of(None, {"details": {"retryAfterSeconds": 2}}) == 2.0
     assert retry_after_of("Wed, 21 Oct 2015 07:28:00 GMT", {}) is None  # a date: default
     assert retry_after_of(None, {}) is None
+
+
+async def test_the_small_kinds_status_is_written_only_while_leading_and_within_the_limit() -> None:
+    """FreezeWindows', ClusterFreezeWindows', Calendars' and ConcurrencyGroups' status goes
+    through the same guard and limiter as every other write (`Applier.report_status`)."""
+    api = FakeApi()
+    path = "/apis/punctual.dev/v1/namespaces/ns/freezewindows/release"
+    api.put(path, {"metadata": {"name": "release", "namespace": "ns"}, "spec": {}})
+    refused = await applier(api, leader=False).report_status(path + "/status", {"active": True})
+    assert refused is False
+    assert [r for r in api.requests if r.verb == "patch"] == []
+    assert await applier(api).report_status(path + "/status", {"active": True}) is True
+    assert api.objects[path]["status"] == {"active": True}
+    gone = "/apis/punctual.dev/v1/namespaces/ns/freezewindows/gone/status"
+    assert await applier(api).report_status(gone, {"active": True}) is False
+
+
+async def test_a_replace_whose_delete_failed_creates_nothing_yet() -> None:
+    """The running Job still runs: creating the next beside it would make two under
+    Replace (the simulator's finding 2). The claim stays written; the next pass deletes
+    again first, then creates (core.overlapping replaces for a recovered claim too)."""
+    api = server(held_job("nightly-0", "u0"))
+    api.fail("delete", f"{JOBS}/nightly-0", ApiError(500, "InternalError", "etcd is slow"))
+    decision = Decision(
+        status=CLAIM,
+        replace=(JobToDelete("nightly-0", "u0", "replaced by nightly-1"),),
+        creates=(create("nightly-1"),),
+    )
+    applied = await applier(api).apply(schedule(), decision)
+    assert api.calls == [("replace", STATUS), ("delete", f"{JOBS}/nightly-0")]
+    assert applied.created == [] and api.objects[SCHEDULE]["status"] == CLAIM

@@ -21,6 +21,7 @@ from punctual.core.decisions import Decision
 from punctual.core.freezing import Freeze
 from punctual.core.jobs import JobSnapshot, JobState
 from punctual.core.naming import job_name, retry_job_name
+from punctual.core.records import Upstream, Upstreams
 from tests.unit.builders import (
     ACTIVE,
     BROKEN,
@@ -58,7 +59,7 @@ def upstream(
     jobs: Sequence[JobSnapshot] = (),
     status: dict[str, Any] | None = None,
     spec: dict[str, Any] | None = None,
-) -> chaining.Upstream:
+) -> Upstream:
     body = {
         "metadata": {"name": name, "namespace": "reports", "uid": uid},
         "spec": spec or {"schedule": "0 * * * *"},
@@ -82,7 +83,7 @@ def up_job(
 
 def at(
     now: datetime,
-    ups: Mapping[str, chaining.Upstream | None],
+    ups: Mapping[str, Upstream | None],
     *,
     spec: dict[str, Any] | None = None,
     status: dict[str, Any] | None = None,
@@ -91,7 +92,7 @@ def at(
     freezes: Sequence[Freeze] = (),
 ) -> Decision:
     body = schedule_body(spec or down_spec(), status)
-    known = chaining.Upstreams(ups, None if cycle is None else tuple(cycle))
+    known = Upstreams(ups, None if cycle is None else tuple(cycle))
     return decide(body, jobs, now=now, leadership=LEADER, upstreams=known, freezes=freezes)
 
 
@@ -287,7 +288,7 @@ def test_forbid_skips_a_run_after_while_the_downstream_still_runs() -> None:
     ids=["a missing upstream", "a cycle"],
 )
 def test_a_chain_that_cannot_be_followed_is_an_invalid_spec(
-    ups: dict[str, chaining.Upstream | None], cycle: Sequence[str] | None, says: str
+    ups: dict[str, Upstream | None], cycle: Sequence[str] | None, says: str
 ) -> None:
     decision = at(T0, ups, cycle=cycle)
     assert decision.creates == ()

@@ -43,6 +43,11 @@ def setup(api: FakeApi, *, leading: bool = True) -> tuple[ClusterWide, FixedCloc
     woken: list[Key] = []
     clock = FixedClock(T0)
     leader = SimpleNamespace(is_leader=lambda: leading)
+
+    async def report(path: str, status: dict[str, Any]) -> bool:  # the applier's, unguarded
+        await api.patch(path, {"status": status})
+        return True
+
     wide = ClusterWide(
         cast(KubeClient, api),
         [],  # every namespace: this installation writes their status
@@ -50,6 +55,7 @@ def setup(api: FakeApi, *, leading: bool = True) -> tuple[ClusterWide, FixedCloc
         election=cast(ShardedElection, SimpleNamespace(electors=[leader])),
         clock=clock,
         notify=woken.append,
+        report=report,
     )
     return wide, clock, woken
 
@@ -61,12 +67,27 @@ def status_patches(api: FakeApi) -> list[str]:
 async def test_a_calendar_change_wakes_only_the_schedules_that_name_it() -> None:
     api = FakeApi()
     wide, _, woken = setup(api)
-    await wide.refresh()
+    await wide.refresh()  # the first list, at the start
     assert woken == []  # nothing of theirs yet: nothing to wake
-    api.put(f"{CALENDARS}/holidays", calendar("holidays", "2026-12-25"))
-    await wide.refresh()
+    wide.changed("calendars", "holidays", calendar("holidays", "2026-12-25"))  # kopf's event
     assert woken == [("team", "a")]
     assert wide.calendars()["holidays"] is not None
+    echo = {**calendar("holidays", "2026-12-25"), "status": {"schedules": 1}}
+    wide.changed("calendars", "holidays", echo)  # our status write's echo: nothing new
+    assert woken == [("team", "a")]
+    wide.changed("calendars", "holidays", None)  # deleted
+    assert woken == [("team", "a")] * 2 and "holidays" not in wide.calendars()
+
+
+async def test_a_namespace_relabelled_wakes_every_schedule_only_while_a_cluster_freeze_exists() -> (
+    None
+):
+    api = FakeApi()
+    wide, _, woken = setup(api)
+    await wide.refresh()
+    wide.changed("namespaces", "team", {"metadata": {"name": "team", "labels": {"tier": "1"}}})
+    assert woken == []  # no ClusterFreezeWindow selects by labels: nothing to wake
+    assert wide.namespace_labels["team"] == {"tier": "1"}
 
 
 async def test_status_is_written_on_a_change_and_otherwise_once_a_minute() -> None:
@@ -85,20 +106,21 @@ async def test_status_is_written_on_a_change_and_otherwise_once_a_minute() -> No
     assert status_patches(api) == [f"{CALENDARS}/holidays/status"]
     assert api.objects[f"{CALENDARS}/holidays"]["status"]["schedules"] == 1
 
-    clock.advance(5)  # the next list, nothing changed: no pass over the schedules
-    await wide.refresh()
+    clock.advance(5)  # the loop's next turn, nothing changed: no pass over the schedules
+    await wide._report(changed=False)
     assert len(passes) == 1
 
     changed = calendar("holidays", "2026-12-25", "2026-12-26")
     changed["status"] = api.objects[f"{CALENDARS}/holidays"]["status"]
-    api.put(f"{CALENDARS}/holidays", changed)
-    await wide.refresh()  # a change: at once
+    wide.changed("calendars", "holidays", changed)  # kopf's event: a change
+    assert wide.dirty.is_set()
+    await wide._report(changed=True)  # at once
     assert len(passes) == 2
     clock.advance(STATUS_EVERY.total_seconds() - 1)
-    await wide.refresh()
+    await wide._report(changed=False)
     assert len(passes) == 2
     clock.advance(1)
-    await wide.refresh()  # a minute since the last pass: the window may have moved
+    await wide._report(changed=False)  # a minute since the last pass: the window may have moved
     assert len(passes) == 3
 
 

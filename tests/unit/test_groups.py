@@ -178,3 +178,19 @@ def test_a_manual_trigger_never_exceeds_max_concurrent_or_the_group(overlap: str
     running = [job(T0 - H, ACTIVE)]
     limited = decide(body, running, now=NOW, leadership=LEADER)
     assert limited.creates == () and skips(limited)[0].startswith("maxConcurrent 1:")
+
+
+def test_a_trigger_asking_replace_keeps_the_groups_limit() -> None:
+    """Replace deletes only this schedule's runs: with the group full of another member's
+    runs, the trigger is skipped (found by the simulator, tests/sim/FINDINGS.md 4)."""
+    import json
+
+    asked = json.dumps({"request": "r1", "concurrencyPolicy": "Replace"})
+    spec = spec_body(concurrencyPolicy="Allow", concurrencyGroup="etl", schedule="0 0 1 1 *")
+    body = schedule_body(spec, trigger=asked)
+    full = decide(body, [], now=NOW, leadership=LEADER, group=Group("etl", 1, 1))
+    assert full.creates == () and full.replace == ()
+    assert skips(full) == ["concurrencyGroup etl: 1 of its 1 run in use"]
+    # Its own run in the group: Replace deletes it and the trigger takes its place.
+    own = decide(body, [job(T0 - H, ACTIVE)], now=NOW, leadership=LEADER, group=Group("etl", 1, 0))
+    assert len(own.creates) == 1 and [j.name for j in own.replace] == [job(T0 - H, ACTIVE).name]

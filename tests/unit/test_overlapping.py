@@ -224,3 +224,19 @@ def test_max_concurrent_is_bounded_as_the_crd_says() -> None:
     for bad in (0, 1001):
         with pytest.raises(ValueError, match=r"maxConcurrent|max_concurrent"):
             CronScheduleSpec.model_validate(spec_body(maxConcurrent=bad))
+
+
+def test_a_claim_recovered_under_replace_still_replaces_what_runs_before_it() -> None:
+    """Its leader died between the claim and the delete, or the delete failed: the next
+    pass deletes the older run first, then creates the claimed one (never both running)."""
+    running = job(T0 - H, ACTIVE)
+    claimed = Candidate(n(T0), T0)
+    overlap = concurrency(
+        ConcurrencyPolicy.REPLACE, [claimed], [running], recovering=frozenset({claimed.job})
+    )
+    assert overlap.creates == (claimed,)
+    assert [j.name for j in overlap.replaced] == [running.name]
+    allowed = concurrency(
+        ConcurrencyPolicy.ALLOW, [claimed], [running], recovering=frozenset({claimed.job})
+    )
+    assert allowed.replaced == ()

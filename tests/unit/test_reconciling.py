@@ -83,6 +83,9 @@ class FakeApplier:
         self.group_reports.append((namespace, group, status))
         return True
 
+    async def report_status(self, path: str, status: dict[str, Any]) -> bool:
+        return True
+
     async def free(
         self, namespace: str, name: str, uid: str, applied: Applied, kind: WorkloadKind = JOB
     ) -> None:

@@ -227,3 +227,23 @@ def test_a_manual_run_is_not_retried() -> None:
     manual = dataclasses.replace(attempt(T0, 1), trigger="req-1")
     _, status = at(FAIL_AT + 2 * M, [manual])
     assert not status.get("retrying")
+
+
+def test_a_tick_whose_attempt_succeeded_keeps_that_job_while_its_failed_first_is_kept() -> None:
+    """History clean-up would delete the succeeded attempt 2 (successfulJobsHistoryLimit 0)
+    and keep the failed attempt 1 (failedJobsHistoryLimit 3); with attempt 2's entry gone
+    from recentFirings, nothing said it had run, and it ran again (the simulator's finding
+    3). The newest attempt of a tick stays while an earlier one does."""
+    first = attempt(T0, 1)
+    second = attempt(T0, 2, state=JobState.SUCCEEDED, finished=FAIL_AT + 90 * S)
+    other = attempt(T0 + H, 1, state=JobState.SUCCEEDED, finished=T0 + H + 60 * S)
+    decision, status = at(
+        FAIL_AT + 120 * S,
+        [first, second, other],
+        successfulJobsHistoryLimit=0,
+        failedJobsHistoryLimit=3,
+    )
+    assert [j.name for j in decision.prune] == [other.name]
+    status["recentFirings"] = []  # every entry rolled off: only the Jobs remain
+    again, _ = at(FAIL_AT + 600 * S, [first, second], status=status, successfulJobsHistoryLimit=0)
+    assert not again.creates

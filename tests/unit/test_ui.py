@@ -10,6 +10,7 @@ message the command printed.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import io
 from collections.abc import AsyncIterator
@@ -519,6 +520,35 @@ def test_a_cluster_freeze_window_selects_by_namespace_labels_when_they_can_be_re
     )  # fmt: skip
     assert not isinstance(everywhere, str)
     assert len(Shared(cluster_freezes=[everywhere]).freezes_of(dev)) == 1
+
+
+async def test_the_fleet_follows_the_watch_between_polls(served: Any, api: FakeApi) -> None:
+    """Listed once, then followed: a schedule created, edited or deleted shows on the next
+    request, though the next list is an hour away (Settings(poll=3600))."""
+    client, _ = served
+
+    async def names() -> list[str]:
+        answer = await client.get("/api/fleet", headers=AUTH)
+        return sorted(row["name"] for row in (await answer.json())["rows"])
+
+    assert await names() == ["every5", "held", "top"]
+    lists = len([r for r in api.requests if r.verb == "get" and r.path.endswith("cronschedules")])
+    api.put(f"{GROUP}/namespaces/ns/cronschedules/new", schedule("new", "0 3 * * *"))
+    for _ in range(100):  # the watch delivers on the event loop
+        if "new" in await names():
+            break
+        await asyncio.sleep(0.01)
+    assert await names() == ["every5", "held", "new", "top"]
+    api.remove(f"{GROUP}/namespaces/ns/cronschedules/held")
+    for _ in range(100):
+        if "held" not in await names():
+            break
+        await asyncio.sleep(0.01)
+    assert await names() == ["every5", "new", "top"]
+    watches = [r for r in api.requests if r.verb == "watch"]
+    assert watches and watches[0].path.endswith("/cronschedules")
+    again = len([r for r in api.requests if r.verb == "get" and r.path.endswith("cronschedules")])
+    assert again == lists  # the follower's own first list aside, nothing listed again
 
 
 def test_why_of_a_schedule_that_runs_after_another_quotes_its_chain() -> None:

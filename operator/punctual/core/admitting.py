@@ -10,7 +10,11 @@ each ask it, with the runs it already has (running, being recovered, or admitted
 the same decision), and differ only in what a candidate does when there is none: a due
 tick under `Allow`/`Forbid` is skipped, a buffered tick, a retry and a backfill fill wait,
 `Replace` makes room by deleting the oldest runs, and a recovered claim always goes (it
-was admitted when it was claimed). That is each candidate's `Disposition`.
+was admitted when it was claimed). That is each candidate's `Disposition`; `admit` is
+the one loop that hands the room out in order (recovered claims, then retry attempts, then
+due ticks and triggers, then backfill fills, each source passing the runs admitted before
+it as held). A backfill walks its range and stops at its room, which is the same loop
+with its candidates made as it goes.
 
 What it must never do: count a run twice or not at all (the caller passes every run it
 holds), or admit past a limit. Like all of `punctual.core`, it never talks to the API
@@ -19,9 +23,10 @@ server or reads the clock.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Final
+from typing import Final, Generic, TypeVar
 
 from punctual.core.groups import Group
 from punctual.core.models import ConcurrencyPolicy
@@ -57,6 +62,35 @@ class Room:
     @property
     def bounded(self) -> bool:
         return self.free < UNBOUNDED
+
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Admission(Generic[T]):
+    """What the loop did with the candidates it was handed, each list in their order."""
+
+    admitted: tuple[T, ...]
+    refused: tuple[T, ...]  # no room: skipped (SKIP) or left waiting (WAIT), as disposed
+
+
+def admit(candidates: Sequence[tuple[T, Disposition]], free: int) -> Admission[T]:
+    """The one loop that hands out room: in order, a candidate marked ALWAYS goes whatever
+    the room (it was admitted when it was claimed, and is already counted among the runs
+    held); any other takes one place while `free` lasts, and is refused after. (REPLACE
+    candidates are not handed here: Replace makes its room by deleting, `overlapping`.)"""
+    admitted: list[T] = []
+    refused: list[T] = []
+    for candidate, disposed in candidates:
+        if disposed is Disposition.ALWAYS:
+            admitted.append(candidate)
+        elif free > 0:
+            admitted.append(candidate)
+            free -= 1
+        else:
+            refused.append(candidate)
+    return Admission(tuple(admitted), tuple(refused))
 
 
 def own_limit(policy: ConcurrencyPolicy, max_concurrent: int | None) -> int | None:

@@ -49,11 +49,11 @@ import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from pydantic import ValidationError
 
-from punctual.core.freezing import FreezeAction
+from punctual.core.freezing import Freeze, FreezeAction
 from punctual.core.jobs import JobSnapshot, JobState
 from punctual.core.models import (
     After,
@@ -65,9 +65,17 @@ from punctual.core.models import (
     parse_status,
 )
 from punctual.core.naming import job_name
-from punctual.core.pausing import Freezing
 from punctual.core.planning import tick_source
-from punctual.core.records import Candidate, EventNote, ScheduleRead, Skip, SkipReason
+from punctual.core.records import (
+    Candidate,
+    Ended,
+    EventNote,
+    ScheduleRead,
+    Skip,
+    SkipReason,
+    Upstream,
+    Upstreams,
+)
 from punctual.core.schedules import ScheduleError
 from punctual.core.stamping import FiringKind
 from punctual.core.times import format_time
@@ -76,35 +84,6 @@ from punctual.core.times import format_time
 MAX_DEPTH: Final = 32
 _TINY: Final = timedelta(microseconds=1)
 _ENDED: Final = (FiringOutcome.SUCCEEDED, FiringOutcome.FAILED)
-
-
-@dataclass(frozen=True, slots=True)
-class Ended:
-    """How an upstream tick ended: its outcome (Succeeded, Failed, or what status recorded
-    for a tick that never ran: Skipped, Missed, Replaced), when, and by which run."""
-
-    outcome: FiringOutcome
-    at: datetime | None
-    job: str | None
-    # A run of `punctual backfill` (as the upstream records it), or a rerun of a dead tick
-    # that succeeded (`punctual backfill --failed`): a tick older than the chain's cursor.
-    backfill: bool = False
-    rerun: bool = False  # that rerun
-    manual: bool = False  # a manual trigger's run
-
-
-@dataclass(frozen=True, slots=True)
-class Upstream:
-    """An upstream schedule as this decision sees it: its ended ticks and the ticks whose
-    run is still to come (running, claimed, or waiting for a retry)."""
-
-    name: str
-    ended: Mapping[datetime, Ended]
-    pending: frozenset[datetime]
-
-    @property
-    def newest(self) -> datetime | None:
-        return max([*self.ended, *self.pending], default=None)
 
 
 def upstream_of(name: str, body: Mapping[str, Any], jobs: Sequence[JobSnapshot]) -> Upstream:
@@ -217,27 +196,6 @@ def find_cycle(name: str, upstreams_of: Callable[[str], Sequence[str]]) -> tuple
         return None
 
     return walk(name, 0)
-
-
-@dataclass(frozen=True, slots=True)
-class Upstreams:
-    """What the shell gives a decision of spec.after: each upstream named, as read (None:
-    no such schedule), and a chain of spec.after back to the schedule, if there is one."""
-
-    found: Mapping[str, Upstream | None]
-    cycle: tuple[str, ...] | None = None
-
-
-NO_UPSTREAMS: Final = Upstreams({})
-
-
-def cycle(upstreams: Upstreams) -> str | None:
-    """Why spec.after can never be followed: a cycle (`reading` makes it the reason the
-    spec is invalid)."""
-    if upstreams.cycle:
-        path = " -> ".join(upstreams.cycle)
-        return f"spec.after: a cycle ({path}): no run of it could ever start"
-    return None
 
 
 def missing(spec: CronScheduleSpec, upstreams: Upstreams) -> str | None:
@@ -510,10 +468,21 @@ def _ran(up: Upstream | None, since: datetime | None, tick: datetime, entry: Aft
     )
 
 
+class Frozen(Protocol):
+    """What `follow` reads of the freezes applied (`pausing.Freezing`, not imported: the
+    rules meet only in `deciding`)."""
+
+    @property
+    def kept(self) -> tuple[Candidate, ...]: ...  # the due ticks a Skip window let through
+
+    @property
+    def now(self) -> tuple[Freeze, datetime] | None: ...  # the window over now
+
+
 def follow(
     spec: CronScheduleSpec,
     schedule: ScheduleRead,
-    freezing: Freezing,
+    freezing: Frozen,
     upstreams: Upstreams,
     suspended: bool,
     *,

@@ -330,4 +330,20 @@ def prune(
             for j in done[limit:]
             if j.name not in keep
         ]
-    return tuple(found)
+    # A tick's newest attempt (spec.retry) stays while an earlier attempt's Job of the tick
+    # stays: that failed Job is what a next attempt is derived from, and once the later
+    # attempt's Job and its recentFirings entry were gone, nothing said it had run: it ran
+    # again (the simulator's finding 3).
+    going = {j.name for j in found}
+    attempts: dict[datetime, list[JobSnapshot]] = {}
+    for j in jobs:
+        if j.tick is not None and not j.deleting:
+            attempts.setdefault(j.tick, []).append(j)
+    spared = set()
+    for runs in attempts.values():
+        newest = max(runs, key=lambda j: j.attempt)
+        if newest.name in going and any(
+            r.name not in going and r.attempt < newest.attempt for r in runs
+        ):
+            spared.add(newest.name)
+    return tuple(j for j in found if j.name not in spared)

@@ -54,7 +54,7 @@ from punctual.core.models import CronScheduleSpec, InFlightClaim, dump_status
 from punctual.core.naming import job_name
 from punctual.core.planning import TickPlan, plan_ticks
 from punctual.core.reading import clash, read_spec
-from punctual.core.records import ScheduleRead
+from punctual.core.records import NO_UPSTREAMS, ScheduleRead, Upstreams
 from punctual.core.workloads import JOBS_ONLY, Served, WorkloadKind
 
 # How soon to look again at a schedule whose claims are not yet seen as Jobs.
@@ -76,7 +76,7 @@ def decide(
     served: Served = JOBS_ONLY,
     group: Group | None = None,
     verified_triggers: bool = False,
-    upstreams: chaining.Upstreams | None = chaining.NO_UPSTREAMS,
+    upstreams: Upstreams | None = NO_UPSTREAMS,
 ) -> Decision:
     """Decide everything about one schedule at `now` (the API server's time); `served`:
     the kinds this installation creates (see `workloads`); `calendars`: the Calendars as
@@ -126,7 +126,7 @@ def decide(
     outcome = _rules(
         schedule, spec, plan, pause, frozen, ahead,
         now=now, leadership=leadership, group=group, verified_triggers=verified_triggers,
-        upstreams=upstreams or chaining.NO_UPSTREAMS,
+        upstreams=upstreams or NO_UPSTREAMS,
     )  # fmt: skip
     return _decision(body, spec, outcome, ahead, now=now, leadership=leadership, kind=kind)
 
@@ -143,7 +143,7 @@ def _rules(
     leadership: Leadership,
     group: Group | None = None,
     verified_triggers: bool = False,
-    upstreams: chaining.Upstreams,
+    upstreams: Upstreams,
 ) -> status.Outcome:
     """Steps 4 to 8, for a valid spec and its plan: each rule's record."""
     epoch = leadership.epoch

@@ -102,13 +102,33 @@ def concurrency(
     # Claims being recovered were decided before; they are created whatever the policy.
     recovered = tuple(c for c in wanted if c.job in recovering)
     fresh = [c for c in wanted if c.job not in recovering]
+    held = len(live) + len(recovered)
+    if not fresh and policy is ConcurrencyPolicy.REPLACE and recovered and live:
+        # A claim recovered under Replace still replaces what runs before it: its Job
+        # was not created because the delete before it failed, or its leader died there.
+        newest = max(recovered, key=lambda c: c.tick)
+        older = [j for j in live if (j.tick or _EPOCH) < newest.tick]
+        oldest = sorted(older, key=lambda j: (j.tick or j.created or _EPOCH, j.name))
+        excess = max(0, held - (limit or 1))
+        replaced = tuple(
+            JobToDelete(j.name, j.uid, f"replaced by {newest.job}", j.has_finalizer, j.kind)
+            for j in oldest[:excess]
+        )
+        return Overlap(tuple(wanted), replaced=replaced)
     if not fresh:
         return Overlap(tuple(wanted))
-    held = len(live) + len(recovered)
     if policy is ConcurrencyPolicy.REPLACE:
-        return _replace(fresh, recovered, live, held=held, limit=limit or 1)
+        replacing = _replace(fresh, recovered, live, held=held, limit=limit or 1)
+        # Replace deletes only this schedule's runs: the group's limit still holds for the
+        # runs of the other members (a manual trigger's `--overlap Replace` in a group).
+        after = held - len(replacing.replaced)
+        if group is None or group.room(after) >= 1:
+            return replacing
+        skips = tuple(Skip(c, SkipReason.CONCURRENCY_GROUP, group.message(held)) for c in fresh)
+        return Overlap(recovered, skips=skips)
     space = admitting.room(policy, limit, running=held, group=group)
-    chosen = {c.job for c in fresh[: space.free]}
+    skip = admitting.Disposition.SKIP
+    chosen = admitting.admit([(c, skip) for c in fresh], space.free)
     if space.by_group:
         assert group is not None
         reason, message = SkipReason.CONCURRENCY_GROUP, group.message(held)
@@ -123,8 +143,9 @@ def concurrency(
             SkipReason.FORBID,
             f"concurrencyPolicy Forbid: {what} {blocker} still runs",
         )
-    skips = tuple(Skip(c, reason, message) for c in fresh[space.free :])
-    return Overlap(tuple(c for c in wanted if c.job in recovering or c.job in chosen), skips=skips)
+    skips = tuple(Skip(c, reason, message) for c in chosen.refused)
+    going = {c.job for c in chosen.admitted}
+    return Overlap(tuple(c for c in wanted if c.job in recovering or c.job in going), skips=skips)
 
 
 def _replace(
@@ -220,7 +241,7 @@ def buffer(
         behind = waiting and group.waiting_since is not None
         if behind and group.waiting_since is not None and group.waiting_since < waiting[0].tick:
             free = 0
-    chosen = tuple(waiting[:free])
+    chosen = admitting.admit([(c, admitting.Disposition.WAIT) for c in waiting], free).admitted
     one = spec.concurrency_policy is ConcurrencyPolicy.BUFFER_ONE
     room = 1 if one else spec.max_buffered
     kept = waiting[len(chosen) : len(chosen) + room]

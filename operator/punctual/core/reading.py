@@ -25,11 +25,10 @@ from typing import Any
 from pydantic import ValidationError
 
 from punctual.core.calendars import Known, with_calendars
-from punctual.core.chaining import NO_UPSTREAMS, Upstreams, cycle
 from punctual.core.completion import CompletionError, compile_rules
 from punctual.core.models import CronScheduleSpec, describe_error
 from punctual.core.planning import schedule_fingerprint
-from punctual.core.records import EventNote, ScheduleRead
+from punctual.core.records import NO_UPSTREAMS, EventNote, ScheduleRead, Upstreams
 from punctual.core.stamping import clashes, describe_clashes
 from punctual.core.times import parse_time
 from punctual.core.workloads import Served, WorkloadKind
@@ -76,8 +75,9 @@ def read_spec(
         return _invalid(raw, folded)
     if folded.after and upstreams is None:
         return SpecRead(wait=True)
-    if folded.after and upstreams is not None and (broken := cycle(upstreams)):
-        return SpecRead(invalid=broken)
+    if folded.after and upstreams is not None and upstreams.cycle:
+        path = " -> ".join(upstreams.cycle)
+        return SpecRead(invalid=f"spec.after: a cycle ({path}): no run of it could ever start")
     return SpecRead(spec=folded, kind=kind)
 
 

@@ -5,9 +5,10 @@ runs, pauses, freezes, backfills, finishing, freshness, the claims) each return 
 frozen record of what they decided, and `status` turns those records into the status
 write, the Events and the metric labels. The pieces several of them share live here: the
 schedule as read (`ScheduleRead`), the Jobs a decision may create (`Candidate`) and delete
-(`JobToDelete`), the Events it posts (`EventNote`), and a skipped tick (`Skip`) with its
-reason (`SkipReason`, whose value is the metric label). Here, so that each rule is a
-module of its own and none imports `deciding` or `status`.
+(`JobToDelete`), the Events it posts (`EventNote`), a skipped tick (`Skip`) with its
+reason (`SkipReason`, whose value is the metric label), and the upstreams of spec.after
+as the shell reads them (`Upstreams`, read by `reading` and `chaining`). Here, so that
+each rule is a module of its own and none imports `deciding`, `status` or another rule.
 
 What it must never do: decide, or hold anything mutable. Every record is frozen; policy
 lives in the modules that build them. Like all of `punctual.core`, it never talks to the
@@ -20,13 +21,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import ValidationError
 
 from punctual.core.jobs import JobSnapshot
 from punctual.core.keys import ANNOTATION_MIGRATED_CURSOR
-from punctual.core.models import CronScheduleStatus, parse_status
+from punctual.core.models import CronScheduleStatus, FiringOutcome, parse_status
 from punctual.core.stamping import FiringKind
 from punctual.core.times import maybe_time, parse_time
 from punctual.core.triggers import TriggerRequest, shown
@@ -153,3 +154,47 @@ def trigger_fields(candidate: Candidate) -> dict[str, Any]:
         "concurrency_policy": asked.concurrency_policy,
         "env_overrides": shown(asked.env) or None,
     }
+
+
+# -- spec.after: what a decision is given of the upstreams (`chaining`) ------------
+
+
+@dataclass(frozen=True, slots=True)
+class Ended:
+    """How an upstream tick ended: its outcome (Succeeded, Failed, or what status recorded
+    for a tick that never ran: Skipped, Missed, Replaced), when, and by which run."""
+
+    outcome: FiringOutcome
+    at: datetime | None
+    job: str | None
+    # A run of `punctual backfill` (as the upstream records it), or a rerun of a dead tick
+    # that succeeded (`punctual backfill --failed`): a tick older than the chain's cursor.
+    backfill: bool = False
+    rerun: bool = False  # that rerun
+    manual: bool = False  # a manual trigger's run
+
+
+@dataclass(frozen=True, slots=True)
+class Upstream:
+    """An upstream schedule as this decision sees it: its ended ticks and the ticks whose
+    run is still to come (running, claimed, or waiting for a retry)."""
+
+    name: str
+    ended: Mapping[datetime, Ended]
+    pending: frozenset[datetime]
+
+    @property
+    def newest(self) -> datetime | None:
+        return max([*self.ended, *self.pending], default=None)
+
+
+@dataclass(frozen=True, slots=True)
+class Upstreams:
+    """What the shell gives a decision of spec.after: each upstream named, as read (None:
+    no such schedule), and a chain of spec.after back to the schedule, if there is one."""
+
+    found: Mapping[str, Upstream | None]
+    cycle: tuple[str, ...] | None = None
+
+
+NO_UPSTREAMS: Final = Upstreams({})

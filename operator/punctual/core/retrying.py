@@ -93,10 +93,12 @@ def retries(
     room = admitting.room(
         spec.concurrency_policy, spec.max_concurrent, running=len(schedule.live), group=group
     ).free
-    due: list[Candidate] = []
-    for entry in sorted(waiting.values(), key=lambda w: (w.at, w.tick)):
-        if entry.at <= now and len(due) < room:
-            due.append(Candidate(entry.job, entry.tick, attempt=entry.attempt))
+    time_came = [
+        (Candidate(entry.job, entry.tick, attempt=entry.attempt), admitting.Disposition.WAIT)
+        for entry in sorted(waiting.values(), key=lambda w: (w.at, w.tick))
+        if entry.at <= now
+    ]
+    due = admitting.admit(time_came, room).admitted
     left = tuple(
         w for w in sorted(waiting.values(), key=lambda w: w.at) if w.job not in {c.job for c in due}
     )

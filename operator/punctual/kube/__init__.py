@@ -20,8 +20,9 @@ server only through this package (Punctual's requests through `client`, kopf's t
 - `workloads`: the kinds of --workload-kinds, found by discovery and followed into the
   same index.
 - `groups`: concurrency groups' members (from the schedules) and limits (ConcurrencyGroup
-  objects, followed).
-- `watching`: kopf, for FreezeWindows only, logged in with `credentials`.
+  objects, listed, then as kopf tells of them).
+- `watching`: kopf, for the small kinds (FreezeWindows, ClusterFreezeWindows, Calendars,
+  ConcurrencyGroups, Namespaces), logged in with `credentials`.
 - `events`: Kubernetes Events about schedules, from a bounded queue that yields to the
   creates in flight.
 - `ratelimiting`: how fast the writes go: the server's pace, paused after a 429 or a

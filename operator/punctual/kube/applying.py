@@ -245,11 +245,13 @@ class Applier:
                 return applied
             assert applied.schedule is not None
             claimed(applied.schedule)
-        # 2. Replace: the running Jobs go before the new one comes.
-        for job in decision.replace:
-            await self._delete(namespace, job, applied)
+        # 2. Replace: the running Jobs go before the new one comes. One that could not be
+        #    deleted holds the creates back: they stay claimed, and the next pass, which
+        #    sees it still running, deletes it again first (core.overlapping).
+        replaced = [await self._delete(namespace, job, applied) for job in decision.replace]
+        creates = decision.creates if all(replaced) else ()
         # 3. The creates.
-        for create in decision.creates:
+        for create in creates:
             before = len(applied.created)
             await self._create(schedule, create, applied)
             for made in applied.created[before:]:
@@ -423,10 +425,11 @@ class Applier:
         except ApiError as error:
             logger.warning("recording failed creates: %s", error)
 
-    async def _delete(self, namespace: str, job: JobToDelete, applied: Applied) -> None:
+    async def _delete(self, namespace: str, job: JobToDelete, applied: Applied) -> bool:
         """Delete a Job (Replace, history); one with our finalizer is freed right after,
         so it goes. Another kind's object is deleted in the foreground: it is seen
-        deleting until what it made (its pods, its cluster) is gone."""
+        deleting until what it made (its pods, its cluster) is gone. False when the
+        delete failed (the Job may still run)."""
         await self._guard()
         try:
             await self._call(
@@ -442,12 +445,13 @@ class Applier:
             )
             applied.deleted.append(job.name)
         except (NotFound, Conflict):
-            return  # already gone, or a different Job now has the name
+            return True  # already gone, or a different Job now has the name
         except ApiError as error:
             logger.warning("deleting Job %s/%s (%s): %s", namespace, job.name, job.reason, error)
-            return
+            return False
         if job.has_finalizer:
             await self.free(namespace, job.name, job.uid, applied, job.kind)
+        return True
 
     async def _fail(self, namespace: str, stuck: JobToFail, applied: Applied) -> None:
         """Fail a Job stuck pending (core.pending): its pods' waiting reasons and the time in
@@ -490,14 +494,24 @@ class Applier:
     async def group_status(self, namespace: str, group: str, status: Body) -> bool:
         """Write who holds a ConcurrencyGroup and who waits into its status; False when it
         has no object (a mutex group) or the write failed (it is only a report)."""
-        await self._guard()
         path = f"/apis/punctual.dev/v1/namespaces/{namespace}/concurrencygroups/{group}/status"
+        return await self.report_status(path, status)
+
+    async def report_status(self, path: str, status: Body) -> bool:
+        """Write the status of one of the small kinds Punctual reports on (a FreezeWindow,
+        a ClusterFreezeWindow, a Calendar, a ConcurrencyGroup), as every other write: only
+        while this replica leads and within the rate limit. False when it does not lead,
+        the object is gone or the write failed (it is only a report)."""
+        try:
+            await self._guard()
+        except NotLeader:
+            return False
         try:
             await self._call(self.api.patch(path, {"status": status}, content_type=MERGE_PATCH))
         except NotFound:
             return False
         except ApiError as error:
-            logger.warning("ConcurrencyGroup %s/%s status: %s", namespace, group, error)
+            logger.warning("status of %s: %s", path, error)
             return False
         return True
 

@@ -3,9 +3,10 @@
 Why it exists: a member's decision needs its group as it stands (core.groups.Group): the
 other members (from the schedule index: whoever names the group in
 spec.concurrencyGroup) and the limit (the namespace's ConcurrencyGroup object of that
-name, followed here; none: 1, a mutex). The ConcurrencyGroup CRD may not be installed
-(an upgrade that has not applied crds/ yet): then every group is a mutex, and discovery
-asks again every `REDISCOVER`.
+name; none: 1, a mutex). The ConcurrencyGroups are listed once at the start, then kopf
+tells of each change (`watching`, as for every small kind). The ConcurrencyGroup CRD may
+not be installed (an upgrade that has not applied crds/ yet): then every group is a
+mutex until kopf sees the CRD and its objects.
 
 What it must never do: decide, or write (the group's status is written through the
 applier, by the leader deciding its members).
@@ -20,15 +21,14 @@ from typing import Any
 
 from punctual.clocks import first_of
 from punctual.core.groups import group_of
-from punctual.kube.client import Api, ApiError
-from punctual.kube.following import Follower
+from punctual.kube.client import Api, ApiError, NotFound
 
 logger = logging.getLogger(__name__)
 
 Key = tuple[str, str]
 GroupKey = tuple[str, str]  # (namespace, group)
 PATH = "/apis/punctual.dev/v1"
-REDISCOVER = 30.0  # seconds between asks while the ConcurrencyGroup CRD is not served
+RETRY = 5.0  # seconds before listing again after an error
 
 
 class Groups:
@@ -40,9 +40,7 @@ class Groups:
         self._of: dict[Key, str] = {}
         self._limits: dict[GroupKey, int] = {}
         self._uids: dict[str, GroupKey] = {}  # a ConcurrencyGroup's uid -> its key
-        self.follower = Follower(
-            api, self.path, self, namespaces=namespaces, what="ConcurrencyGroups"
-        )
+        self.namespaces = namespaces  # empty: every namespace
 
     @staticmethod
     def path(namespace: str | None) -> str:
@@ -72,14 +70,7 @@ class Groups:
         """The group's maxConcurrent: its ConcurrencyGroup object's, or 1 (a mutex)."""
         return self._limits.get((namespace, group), 1)
 
-    # -- kube.following.Collection ----------------------------------------------------------
-
-    def listed(self, namespace: str | None, uids: set[str]) -> None:
-        """Forget the namespace's groups the list no longer has."""
-        for uid, key in list(self._uids.items()):
-            if uid not in uids and (namespace is None or key[0] == namespace):
-                del self._uids[uid]
-                self._limits.pop(key, None)
+    # -- the ConcurrencyGroups, as listed and as kopf tells of them -------------------------
 
     def changed(self, obj: dict[str, Any]) -> None:
         meta = obj.get("metadata") or {}
@@ -96,14 +87,19 @@ class Groups:
             self._limits.pop(key, None)
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Follow ConcurrencyGroups once the API server serves them."""
+        """List the ConcurrencyGroups once, until `stop` (kopf tells of the changes)."""
         while not stop.is_set():
             try:
-                found = await self.api.get(PATH)
-                if any(r.get("name") == "concurrencygroups" for r in found.get("resources") or []):
-                    await self.follower.run(stop)
-                    return
+                where: list[str | None] = list(self.namespaces) or [None]
+                for namespace in where:
+                    answer = await self.api.get(self.path(namespace))
+                    for item in answer.get("items") or []:
+                        self.changed(item)
+                break
+            except NotFound:
                 logger.info("ConcurrencyGroups are not served: every group is a mutex")
+                break
             except ApiError as error:
-                logger.warning("discovering ConcurrencyGroups: %s", error)
-            await first_of(stop, timeout=REDISCOVER)
+                logger.warning("listing ConcurrencyGroups: %s", error)
+                await first_of(stop, timeout=RETRY)
+        await stop.wait()

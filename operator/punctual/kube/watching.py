@@ -1,10 +1,14 @@
-"""kopf watches FreezeWindows and tells the operator of each change.
+"""kopf follows the small kinds and tells the operator of each change.
 
-Why it exists: FreezeWindows are few and rarely change; kopf follows them (re-lists,
-reconnects, 410 Gone) and the leader also lists them every few seconds, so a cluster
-without their CRD keeps firing. CronSchedules and Jobs change with every firing and
-are followed without kopf's per-event machinery (kube.schedulewatching,
-kube.jobwatching): through kopf each event cost more than deciding the firing.
+Why it exists: the kinds a decision reads besides its schedule and Jobs are few and
+rarely change: FreezeWindows, ClusterFreezeWindows, Calendars, ConcurrencyGroups and the
+Namespaces (their labels, which a ClusterFreezeWindow selects). kopf follows them all,
+one way (re-lists, reconnects, 410 Gone, a CRD installed after the start), on every
+replica, so a standby that takes over knows them already; a kind whose CRD is not
+installed is simply not served, and the operator keeps firing. CronSchedules and Jobs
+change with every firing and are followed without kopf's per-event machinery
+(kube.schedulewatching, kube.jobwatching): through kopf each event cost more than
+deciding the firing.
 
 What it must never do: make kopf write to user objects. Only an event handler is
 registered: no change handlers, hence no finalizers, no `kopf.zalando.org`
@@ -17,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 import kopf
 from kopf._core.engines.indexing import OperatorIndexers
@@ -45,26 +49,44 @@ class NoDiffBase(kopf.DiffBaseStorage):
         pass
 
 
+# The small kinds kopf follows, as kopf names them: (group, version, plural), or
+# ("v1", plural) for the core group.
+SMALL_KINDS: Final[tuple[tuple[str, ...], ...]] = (
+    ("punctual.dev", "v1", "freezewindows"),
+    ("punctual.dev", "v1", "clusterfreezewindows"),
+    ("punctual.dev", "v1", "calendars"),
+    ("punctual.dev", "v1", "concurrencygroups"),
+    ("v1", "namespaces"),
+)
+
+# Told of each change: (plural, namespace or None, the object without its managedFields,
+# whether it is gone).
+Changed = Callable[[str, str | None, dict[str, Any], bool], None]
+
+
 def make_registry(
-    *,
-    credentials: Credentials,
-    on_freeze: Callable[[str, str, dict[str, Any] | None], None] | None = None,
+    *, credentials: Credentials, on_change: Changed | None = None
 ) -> kopf.OperatorRegistry:
-    """A private kopf registry with Punctual's FreezeWindow event handler."""
+    """A private kopf registry with an event handler for each of the small kinds."""
     registry = kopf.OperatorRegistry()
     _configure(registry)
     _login(registry, credentials)
-    if on_freeze is not None:
-        # A coroutine: kopf runs a plain function in a thread pool. No index: an index of
-        # a resource whose CRD is not installed (an upgrade that skipped the CRDs) would
-        # hold kopf back; the leader also lists them.
-        @kopf.on.event("punctual.dev", "v1", "freezewindows", registry=registry)
-        async def freeze_changed(**event: Any) -> None:
-            gone = event["type"] == "DELETED"
-            body = None if gone else without_managed_fields(event["body"])
-            on_freeze(event["namespace"], event["name"], body)
-
+    if on_change is not None:
+        for kind in SMALL_KINDS:
+            _follow(registry, kind, on_change)
     return registry
+
+
+def _follow(registry: kopf.OperatorRegistry, kind: tuple[str, ...], on_change: Changed) -> None:
+    # A coroutine: kopf runs a plain function in a thread pool. No index: an index of a
+    # resource whose CRD is not installed (an upgrade that skipped the CRDs) would hold
+    # kopf back; the operator lists each kind once at the start instead (readiness).
+    plural = kind[-1]
+
+    @kopf.on.event(*kind, id=f"follow-{plural}", registry=registry)
+    async def changed(**event: Any) -> None:
+        gone = event["type"] == "DELETED"
+        on_change(plural, event.get("namespace"), without_managed_fields(event["body"]), gone)
 
 
 def _configure(registry: kopf.OperatorRegistry) -> None:

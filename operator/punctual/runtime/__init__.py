@@ -9,9 +9,9 @@
 - `chains`: who runs after whom (spec.after), to wake a downstream when its upstream's
   run ends.
 - `early`: deciding the schedules due soon while the lists stream in.
-- `freezewindows`: the FreezeWindows as followed, and their status.
-- `clusterwide`: the Calendars, ClusterFreezeWindows and Namespace labels, listed, and
-  their status.
+- `freezewindows`: the FreezeWindows as kopf tells of them, and their status.
+- `clusterwide`: the Calendars, ClusterFreezeWindows and Namespace labels as kopf tells
+  of them, and their status.
 - `supervision`: a part that ends early is fatal; the stop signals.
 - `calibrating`: keeps the estimate of the API server's clock sharp.
 - `sampling`: the event loop's lag, sampled (`punctual_event_loop_lag_seconds`).

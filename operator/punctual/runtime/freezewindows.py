@@ -1,12 +1,12 @@
-"""The FreezeWindows as the operator follows them: kopf's events, a first list at start
-(readiness waits for it), a list every few seconds while leading, and their status.
+"""The FreezeWindows as the operator follows them: a first list at start (readiness waits
+for it), then kopf's events (`kube.watching`, as for every small kind), and their status.
 
 Why it exists: a decision needs the usable FreezeWindows of its schedule's namespace
-(`freezes_of`). kopf tells of each change; the leader also lists them every
-FREEZES_EVERY, so that none is missed at a hand-over and a cluster without their CRD
-keeps firing (said once in the log), and the first shard's leader writes their status
-(schedules held, the current window, InvalidSpec). Any change wakes the schedules of
-its namespace.
+(`freezes_of`). kopf tells every replica of each change, so a standby that takes over
+knows them; a cluster without their CRD keeps firing (said once in the log). The first
+shard's leader writes their status (schedules held, the current window, InvalidSpec)
+after a change and every FREEZES_EVERY, through its applier. Any change wakes the
+schedules of its namespace.
 
 What it must never do: decide a firing, or write anything but a FreezeWindow's status.
 """
@@ -14,13 +14,12 @@ What it must never do: decide a firing, or write anything but a FreezeWindow's s
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any
 
-from punctual.clocks import Clock
+from punctual.clocks import Clock, first_of
 from punctual.core.freezing import Freeze, freeze_status, read_freeze
 from punctual.kube.client import ApiError, KubeClient, NotFound
 from punctual.kube.sharding import ShardedElection
@@ -33,6 +32,8 @@ logger = logging.getLogger("punctual")
 FREEZES_EVERY = timedelta(seconds=5)
 
 Bodies = dict[str, dict[str, dict[str, Any]]]  # namespace -> name -> body
+# How their status is written: kube.applying.Applier.report_status of the first shard.
+Report = Callable[[str, dict[str, Any]], Awaitable[bool]]
 
 
 class FreezeWindows:
@@ -45,8 +46,10 @@ class FreezeWindows:
         election: ShardedElection,
         clock: Clock,
         notify: Callable[[Key], None],
+        report: Report,
     ) -> None:
         self.api = api
+        self.report = report  # the first shard's applier: guarded and rate-limited
         self.namespaces = namespaces  # empty: every namespace
         self.view = view
         self.election = election
@@ -54,15 +57,21 @@ class FreezeWindows:
         self.notify = notify
         self.known: Bodies = {}
         self.listed = asyncio.Event()  # listed once, or found not served (readiness)
+        self.dirty = asyncio.Event()  # one changed since their status was written
 
     def changed(self, namespace: str, name: str, body: dict[str, Any] | None) -> None:
         """kopf's event: a FreezeWindow changed (None: deleted)."""
         known = self.known.setdefault(namespace, {})
-        if body is None:
-            known.pop(name, None)
-        else:
+        before = known.pop(name, None)
+        if body is not None:
             known[name] = body
-        self._wake({namespace})
+        self.dirty.set()
+        # Only what a decision reads wakes the namespace's schedules: not the echo of a
+        # status write of ours.
+        if (before is None) != (body is None) or (before or {}).get("spec") != (body or {}).get(
+            "spec"
+        ):
+            self._wake({namespace})
 
     def freezes_of(self, namespace: str) -> list[Freeze]:
         """The usable FreezeWindows of a namespace (an invalid one holds nothing)."""
@@ -70,24 +79,23 @@ class FreezeWindows:
         return [freeze for freeze in read if isinstance(freeze, Freeze)]
 
     async def run(self, stop: asyncio.Event) -> None:
-        """List the FreezeWindows once (readiness waits for it), then while leading list
-        them and write their status."""
-        missing_said = False
+        """List the FreezeWindows once (readiness waits for it); then, kopf telling of
+        each change, write their status after a change and every FREEZES_EVERY."""
+        while not stop.is_set() and not self.listed.is_set():
+            try:
+                await self.refresh()
+                self.listed.set()
+            except NotFound:
+                self.listed.set()  # not served: nothing to wait for
+                logger.info("no FreezeWindow CRD installed: freeze windows are off")
+            except ApiError as error:
+                logger.warning("listing FreezeWindows failed: %s", error)
+                await first_of(stop, timeout=1.0)
         while not stop.is_set():
-            # Any shard's leader lists: its decisions need the freezes.
-            if self.election.is_leader() or not self.listed.is_set():
-                try:
-                    await self.refresh()
-                    self.listed.set()
-                except NotFound:
-                    self.listed.set()  # not served: nothing to wait for
-                    if not missing_said:
-                        logger.info("no FreezeWindow CRD installed: freeze windows are off")
-                        missing_said = True
-                except ApiError as error:
-                    logger.warning("listing FreezeWindows failed: %s", error)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=FREEZES_EVERY.total_seconds())
+            await first_of(stop, self.dirty, timeout=FREEZES_EVERY.total_seconds())
+            self.dirty.clear()
+            if self.election.electors[0].is_leader():  # one writer of their status
+                await self._write_status(self.known)
 
     async def refresh(self) -> None:
         prefixes = [f"namespaces/{ns}/" for ns in self.namespaces] or [""]
@@ -120,7 +128,7 @@ class FreezeWindows:
                     path = (
                         f"/apis/punctual.dev/v1/namespaces/{namespace}/freezewindows/{name}/status"
                     )
-                    await self.api.patch(path, {"status": status})
+                    await self.report(path, status)
 
     def _wake(self, namespaces: set[str]) -> None:
         for key in self.view.schedule_keys():

@@ -159,6 +159,8 @@ class Operator:
             verified_triggers=options.verified_triggers,
             synced=lambda: self.synced.is_set(),
         )
+        # Their status is written by the first shard's leader, through its applier.
+        report = roles[0].applier.report_status
         self.freezes = FreezeWindows(
             api,
             options.namespaces,
@@ -166,6 +168,7 @@ class Operator:
             election=self.election,
             clock=clock,
             notify=self.loop.notify,
+            report=report,
         )
         self.clusterwide = ClusterWide(
             api,
@@ -174,6 +177,7 @@ class Operator:
             election=self.election,
             clock=clock,
             notify=self.loop.notify,
+            report=report,
         )
         # Before the lists are in, only the schedules due soon whose Jobs were listed are
         # decided (runtime.early), and only with one shard: with more, no shard is sought
@@ -194,7 +198,7 @@ class Operator:
             elector.patience = PATIENCE_PERIODS * options.retry_period
         self.watching = asyncio.Event()  # kopf has started its watches (readiness)
         self.stopping = asyncio.Event()  # set with the stop: a stopping replica is not ready
-        self.registry = make_registry(credentials=api.credentials, on_freeze=self.freezes.changed)
+        self.registry = make_registry(credentials=api.credentials, on_change=self._small_kind)
 
     def _may_decide_early(self) -> bool:
         """Leading, and what a decision reads besides the schedule and its Jobs is
@@ -252,6 +256,24 @@ class Operator:
                 self._notify_group(key, group)
             for downstream in self.downstreams.of(key):  # an upstream's run ended
                 self.loop.notify(downstream)
+
+    def _small_kind(
+        self, plural: str, namespace: str | None, body: dict[str, Any], gone: bool
+    ) -> None:
+        """kopf's event about one of the small kinds (`kube.watching.SMALL_KINDS`)."""
+        name = str((body.get("metadata") or {}).get("name", ""))
+        if plural == "freezewindows":
+            self.freezes.changed(namespace or "", name, None if gone else body)
+        elif plural == "concurrencygroups":
+            if gone:
+                self.groups.deleted(body)
+            else:
+                self.groups.changed(body)
+            group = (namespace or "", name)
+            for member in self.groups.members(*group):  # their room may have changed
+                self.loop.notify(member)
+        else:  # calendars, clusterfreezewindows, namespaces
+            self.clusterwide.changed(plural, name, None if gone else body)
 
     def _notify_group(self, key: Key, group: str) -> None:
         for member in self.groups.members(key[0], group):

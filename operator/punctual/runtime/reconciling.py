@@ -26,7 +26,7 @@ from typing import Any, Protocol
 
 from punctual.clocks import Clock
 from punctual.core.calendars import Known
-from punctual.core.chaining import Upstream, Upstreams, after_names, find_cycle, upstream_of
+from punctual.core.chaining import after_names, find_cycle, upstream_of
 from punctual.core.deciding import decide
 from punctual.core.decisions import Decision, Leadership
 from punctual.core.delaying import delay_write, routine, routine_wake
@@ -35,7 +35,7 @@ from punctual.core.groups import Group, Member, group_of, placement_of
 from punctual.core.groups import state as group_state
 from punctual.core.jobs import JobSnapshot
 from punctual.core.ownership import Ownership, owner_of, ownership
-from punctual.core.records import EventNote
+from punctual.core.records import EventNote, Upstream, Upstreams
 from punctual.core.workloads import JOBS_ONLY, Served, WorkloadKind
 from punctual.kube.applying import Applied, NotLeader, schedule_path
 from punctual.kube.client import Api, ApiError, NotFound, Unavailable
@@ -121,6 +121,8 @@ class Applying(Protocol):
     ) -> Applied: ...
 
     async def group_status(self, namespace: str, group: str, status: dict[str, Any]) -> bool: ...
+
+    async def report_status(self, path: str, status: dict[str, Any]) -> bool: ...
 
     async def free(
         self, namespace: str, name: str, uid: str, applied: Applied, kind: WorkloadKind = ...

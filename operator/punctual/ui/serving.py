@@ -5,7 +5,10 @@ and press "run now", without a new in-cluster component or new RBAC. This server
 the API server with the caller's own kubeconfig, so the page can do exactly what the
 caller may do; every action runs the CLI's own command (`Runner`, handed in by
 `punctual.cli.main`: `punctual trigger`, `resume`, `backfill`), so the page and the CLI
-change the same things the same way, and a refusal shows the API server's message.
+change the same things the same way, and a refusal shows the API server's message. The
+fleet is listed once and then followed with a watch (`kube.following`), so the page is
+live; what changes ticks (Calendars, freeze windows, Namespace labels) is listed every
+`poll`.
 
 Who may use it: whoever holds the per-run token printed in the URL (as Jupyter does).
 Every request without it is refused (401); a write also needs it in the
@@ -40,6 +43,7 @@ from punctual.core.keys import LABEL_SCHEDULE_UID
 from punctual.core.schedules import format_local, load_zone
 from punctual.core.times import format_time, parse_time
 from punctual.kube.client import Api, ApiError
+from punctual.kube.following import Follower
 from punctual.ui.stories import event_rows, job_rows, why, workload_rows
 from punctual.ui.timelines import Shared, Timeline, Window, state_of, upcoming
 
@@ -77,6 +81,52 @@ class Fleet:
     shared: Shared = field(default_factory=Shared)
 
 
+def _schedules_path(namespace: str | None) -> str:
+    where = f"/namespaces/{namespace}" if namespace else ""
+    return f"{GROUP_PATH}{where}/cronschedules"
+
+
+class _Followed:
+    """The fleet as the watch tells of it (`kube.following.Collection`). A change only
+    marks the server's `Fleet` stale; the next request that reads it rebuilds it once
+    (`Server.current`): a herd's thousand status updates cost one sort, not a thousand."""
+
+    def __init__(self, server: Server) -> None:
+        self.server = server
+        self.bodies: dict[str, Body] = {
+            str(b["metadata"].get("uid", "")): b for b in server.fleet.items
+        }
+        server.followed = self
+        self.stale = False
+
+    def listed(self, namespace: str | None, uids: set[str]) -> None:
+        for uid, body in list(self.bodies.items()):
+            if uid not in uids and (
+                namespace is None or body["metadata"].get("namespace") == namespace
+            ):
+                del self.bodies[uid]
+        self._publish()
+
+    def changed(self, obj: Body) -> None:
+        self.bodies[str(obj["metadata"].get("uid", ""))] = obj
+        self._publish()
+
+    def deleted(self, obj: Body) -> None:
+        self.bodies.pop(str(obj["metadata"].get("uid", "")), None)
+        self._publish()
+
+    def _publish(self) -> None:
+        self.stale = True
+        self.server.changed_at = self.server.clock.now()
+
+    def items(self) -> list[Body]:
+        self.stale = False
+        return sorted(
+            self.bodies.values(),
+            key=lambda b: (b["metadata"].get("namespace", ""), b["metadata"].get("name", "")),
+        )
+
+
 class Server:
     """The aiohttp application and the state it serves. See the module docstring."""
 
@@ -90,6 +140,8 @@ class Server:
         self.token = token or secrets.token_urlsafe(24)
         self.port = 0  # set when bound; 0 in tests, where any Host of 127.0.0.1 is taken
         self.fleet = Fleet()
+        self.followed: _Followed | None = None  # the watch's fleet, once it follows
+        self.changed_at: datetime | None = None  # its last change
         self.timeline = Timeline()
         self._listed = asyncio.Event()
         self._poller: asyncio.Task[None] | None = None
@@ -154,9 +206,38 @@ class Server:
                 await self._poller
 
     async def _poll(self) -> None:
-        while True:
-            await self.refresh()
-            await asyncio.sleep(self.settings.poll)
+        """List the fleet, then follow it: a watch of the schedules from that list on (a
+        relist after 410 Gone, `kube.following`), so the page's next poll sees every
+        change; what changes their ticks (Calendars, freeze windows, Namespace labels) is
+        listed again every `poll`. Where the watch cannot be held, the fleet is listed
+        again every `poll` instead."""
+        await self.refresh()
+        stop = asyncio.Event()
+        following = asyncio.create_task(self._follow(stop))
+        try:
+            while True:
+                await asyncio.sleep(self.settings.poll)
+                if following.done():  # the watch could not be held: list
+                    await self.refresh()
+                else:
+                    self.fleet.shared = await self._shared()
+        finally:
+            stop.set()
+            following.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await following
+
+    async def _follow(self, stop: asyncio.Event) -> None:
+        """Follow the schedules of the scope the first list found readable."""
+        if self.fleet.problem is not None:
+            return
+        scope = self.fleet.scope
+        namespaces = [] if scope == "all namespaces" else list(self.settings.namespaces) or [scope]
+        followed = _Followed(self)
+        path = _schedules_path
+        await Follower(self.api, path, followed, namespaces=namespaces, what="CronSchedules").run(
+            stop
+        )
 
     async def refresh(self) -> None:
         """List the schedules again, and what changes their ticks (Calendars, freeze
@@ -246,8 +327,18 @@ class Server:
     async def _static(self, request: web.Request) -> web.StreamResponse:
         return _file(request.match_info["file"])
 
+    def current(self) -> Fleet:
+        """The fleet, with what the watch told since it was last read."""
+        followed = self.followed
+        if followed is not None and followed.stale:
+            fleet = self.fleet
+            listed = self.changed_at or fleet.listed
+            self.fleet = Fleet(followed.items(), listed, None, fleet.scope, fleet.shared)
+        return self.fleet
+
     async def _fleet(self, request: web.Request) -> web.StreamResponse:
         await self._listed.wait()
+        self.current()
         try:
             span = int(request.query.get("span", "3600"))
         except ValueError:
