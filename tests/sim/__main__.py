@@ -25,7 +25,7 @@ from tests.sim.simulating import Options, Result, simulate
 
 USAGE = (
     "usage: python -m tests.sim [SEEDS=1-50|1,4,9] [HOURS=24] [SCHEDULES=4] [QUIET=1] "
-    "[AVOID_KNOWN=1]"
+    "[AVOID_KNOWN=1] [SKEW=seconds]"
 )
 
 
@@ -42,7 +42,14 @@ def seeds_of(text: str) -> list[int]:
 
 
 def main(argv: list[str]) -> int:
-    settings = {"SEEDS": "1-10", "HOURS": "24", "SCHEDULES": "4", "QUIET": "", "AVOID_KNOWN": ""}
+    settings = {
+        "SEEDS": "1-10",
+        "HOURS": "24",
+        "SCHEDULES": "4",
+        "QUIET": "",
+        "AVOID_KNOWN": "",
+        "SKEW": "0",
+    }
     for arg in argv:
         key, _, value = arg.partition("=")
         if key not in settings or not value:
@@ -58,6 +65,7 @@ def main(argv: list[str]) -> int:
         hours=hours,
         schedules=int(settings["SCHEDULES"]),
         avoid_known=bool(settings["AVOID_KNOWN"]),
+        clock_skew=float(settings["SKEW"]),  # a planted bug: the replicas' clocks ahead
     )
     results: list[Result] = []
     started = time.perf_counter()

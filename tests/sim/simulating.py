@@ -67,6 +67,7 @@ class Result:
     simulated_hours: float  # up to the first broken promise
     caveats: list[str]  # ticks a backfill ran again, as the README's caveat allows
     status_by_non_holder: int  # status writes accepted from a replica not holding the Lease
+    planted: str = ""  # the CLI settings beyond SEEDS and HOURS that replay it
 
     @property
     def ok(self) -> bool:
@@ -76,6 +77,8 @@ class Result:
         lines = [f"seed {self.seed}: BROKEN after {self.steps} steps", *map(str, self.broken)]
         lines += ["trace (newest last):", *("  " + line for line in self.trace)]
         lines.append(f"replay: python -m tests.sim SEEDS={self.seed} HOURS={self.hours:g}")
+        if self.planted:
+            lines[-1] += f" {self.planted}"
         return "\n".join(lines)
 
 
@@ -214,6 +217,15 @@ class Simulation:
             self.time.seconds / 3600,
             list(self.checkers.caveats),
             len(self.api.status_by_non_holder),
+            " ".join(
+                setting
+                for setting, on in [
+                    ("AVOID_KNOWN=1", self.options.avoid_known),
+                    (f"SKEW={self.options.clock_skew:g}", bool(self.options.clock_skew)),
+                    (f"SCHEDULES={self.options.schedules}", self.options.schedules != 4),
+                ]
+                if on
+            ),
         )
 
     def _check(self) -> None:

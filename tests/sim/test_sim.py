@@ -46,12 +46,15 @@ HOURS = 1.5
 # FINDINGS.md 1: core/backfilling.py `advance` gave a backfill its own room (fixed in
 # 9e24981, "admitting: one room for every run"; flipped to True then).
 BACKFILL_KEEPS_MAX_CONCURRENT = True
-# FINDINGS.md 2: kube/applying.py creates Replace's next run after its delete failed.
-REPLACE_WAITS_FOR_ITS_DELETE = False
-# FINDINGS.md 3: a retry attempt whose Job was pruned and whose record rolled off runs again.
-RETRY_ATTEMPT_NEVER_REPEATED = False
-# FINDINGS.md 4: a manual trigger asking Replace ignores its concurrency group's limit.
-TRIGGER_KEEPS_THE_GROUP_LIMIT = False
+# FINDINGS.md 2: kube/applying.py created Replace's next run after its delete failed
+# (fixed in eb2d020).
+REPLACE_WAITS_FOR_ITS_DELETE = True
+# FINDINGS.md 3: a retry attempt whose Job was pruned and whose record rolled off ran
+# again (fixed in ea47933 and 444f11c).
+RETRY_ATTEMPT_NEVER_REPEATED = True
+# FINDINGS.md 4: a manual trigger asking Replace ignored its concurrency group's limit
+# (fixed in feed2b5).
+TRIGGER_KEEPS_THE_GROUP_LIMIT = True
 
 
 def spec(**fields: Any) -> dict[str, Any]:
@@ -94,11 +97,14 @@ def test_a_seed_replays_exactly_within_a_process() -> None:
 
 
 def test_a_failing_seed_prints_its_seed_and_trace_and_replays_exactly() -> None:
-    runs = [campaign("SEEDS=3", "HOURS=1") for _ in range(2)]
+    """A run that breaks a promise, by a bug planted from the command line (the replicas'
+    clocks 2 s ahead of the server's), twice in processes of their own."""
+    runs = [campaign("SEEDS=3", "HOURS=0.5", "SKEW=2") for _ in range(2)]
     reports = [run.stdout.split("BROKEN after", 1)[-1].split("\n\n")[0] for run in runs]
     assert runs[0].returncode == 1
     assert "seed 3: BROKEN after" in runs[0].stdout
-    assert "replay: python -m tests.sim SEEDS=3 HOURS=1" in runs[0].stdout
+    assert "BROKEN never-early" in runs[0].stdout
+    assert "replay: python -m tests.sim SEEDS=3 HOURS=0.5" in runs[0].stdout
     assert "trace (newest last):" in reports[0]
     assert reports[0] == reports[1]
 

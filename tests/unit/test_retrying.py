@@ -247,3 +247,12 @@ def test_a_tick_whose_attempt_succeeded_keeps_that_job_while_its_failed_first_is
     status["recentFirings"] = []  # every entry rolled off: only the Jobs remain
     again, _ = at(FAIL_AT + 600 * S, [first, second], status=status, successfulJobsHistoryLimit=0)
     assert not again.creates
+
+
+def test_a_failed_attempt_being_deleted_spawns_no_next_attempt() -> None:
+    """History clean-up deletes a tick's attempts together; in the pass after, the failed
+    first may still be seen (deleting) when the later attempt is already gone: the next
+    attempt was taken when it failed, not again now (the simulator's finding 3)."""
+    going = dataclasses.replace(attempt(T0, 1), deleting=True)
+    decision, status = at(FAIL_AT + 600 * S, [going])
+    assert not decision.creates and not status.get("retrying")

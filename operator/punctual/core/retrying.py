@@ -81,6 +81,8 @@ def retries(
         if job.attempt >= retry.max_attempts:
             dead.append(job.name)
             continue
+        if job.deleting:  # history going away: its next attempt was taken when it failed,
+            continue  # and that attempt's own Job may be gone first (the simulator's finding 3)
         attempt = job.attempt + 1
         name = retry_job_name(schedule.name, job.tick, attempt)
         if name in known or name in waiting:
