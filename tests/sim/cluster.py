@@ -118,7 +118,7 @@ class SimApi(FakeApi):
                 self.stalled.append((by, self.time.now(), stall[3]))
                 self._resumes.add(asyncio.ensure_future(self._resume_after(by, stall[3])))
                 break
-        held = self.paused.get(by)
+        held = None if by in self.cut else self.paused.get(by)  # a dead one waits for nobody
         if held is not None:  # sent before the pause, it arrives after it
             await self.time.wait(held, timeout=None)
         # With no latency FakeApi serves without awaiting before `_do`: who asks is known.

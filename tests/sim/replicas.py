@@ -192,6 +192,9 @@ class Replica:
     async def kill(self) -> None:
         """A crash (kill -9): nothing more reaches the server, the Lease is not released."""
         self.api.server.cut.add(self.identity)
+        server = self.api.server
+        if isinstance(server, SimApi):  # what it sent while paused fails now, never lands
+            server.resume(self.identity)
         for task in self.tasks:
             task.cancel()
         for task in self.tasks:
