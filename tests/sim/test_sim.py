@@ -32,6 +32,7 @@ from punctual.core.keys import ANNOTATION_TRIGGER
 from punctual.core.models import ConcurrencyPolicy
 from punctual.kube.client import Unavailable
 from punctual.runtime import reconciling
+from tests.sim.cluster import finished
 from tests.sim.simulating import JOBS, SCHEDULES, Options, Result, Simulation, simulate
 from tests.sim.specs import TEMPLATE
 
@@ -53,6 +54,8 @@ REPLACE_WAITS_FOR_ITS_DELETE = True
 # FINDINGS.md 3: a retry attempt whose Job was pruned and whose record rolled off ran
 # again (fixed in ea47933 and 444f11c).
 RETRY_ATTEMPT_NEVER_REPEATED = True
+# FINDINGS.md 5: a retry attempt that a person deleted runs again once its record rolls off.
+DELETED_ATTEMPT_NEVER_REPEATED = False
 # FINDINGS.md 4: a manual trigger asking Replace ignored its concurrency group's limit
 # (fixed in feed2b5).
 TRIGGER_KEEPS_THE_GROUP_LIMIT = True
@@ -337,4 +340,43 @@ def test_a_replace_trigger_keeps_its_groups_limit() -> None:
     result = simulate(1, _replace_trigger_in_a_full_group())
     assert result.checked["group-limit"] > 0
     assert not broken(result, "group-limit", containing="(manual)"), result.report()
+    assert result.ok, result.report()
+
+
+def _retry_whose_attempt_a_person_deletes() -> Options:
+    """As `_retry_whose_attempt_is_pruned`, but history keeps every success: a person deletes
+    the first second attempt once it has finished, and its record rolls off after."""
+    kept: list[asyncio.Future[None]] = []
+
+    async def delete_a_finished_second_attempt(sim: Simulation) -> None:
+        while True:
+            await sim.time.sleep(5)
+            for job in sim.api.items(JOBS):
+                annotations = job["metadata"].get("annotations") or {}
+                if annotations.get("punctual.dev/attempt") == "2" and finished(job):
+                    await sim.user.delete(f"{JOBS}/{job['metadata']['name']}")
+                    sim.note(f"user: deleted Job {job['metadata']['name']}")
+                    return
+
+    options = _retry_whose_attempt_is_pruned()
+    assert options.specs is not None
+    options.specs[0]["successfulJobsHistoryLimit"] = 100
+    return dataclasses.replace(
+        options,
+        before_start=lambda sim: kept.append(
+            asyncio.ensure_future(delete_a_finished_second_attempt(sim))
+        ),
+    )
+
+
+@pytest.mark.xfail(
+    not DELETED_ATTEMPT_NEVER_REPEATED,
+    strict=True,
+    reason="FINDINGS.md 5: a retry attempt a person deleted runs again",
+)
+def test_a_retry_attempt_a_person_deletes_runs_once() -> None:
+    result = simulate(1, _retry_whose_attempt_a_person_deletes())
+    assert not broken(result, "one-object-per-tick", containing="created a second time"), (
+        result.report()
+    )
     assert result.ok, result.report()
