@@ -277,19 +277,12 @@ class Checkers:
         # Backfill): their runs are not counted against the policy's one at a time. With
         # maxConcurrent every run counts.
         self.checked["max-concurrent"] += 1
-        limits = [run_limit(s) for s in specs]
-        if None in limits:
+        # Judged under each spec in force; broken only if every one of them forbids it.
+        over = [self._runs_over(accepted, spec) for spec in specs]
+        verdicts = [verdict for verdict in over if verdict is not None]
+        if len(verdicts) < len(over):
             return
-        limit = max(limit for limit in limits if limit is not None)
-        bounded = any(s.get("maxConcurrent") is not None for s in specs)
-        running = [j for j in [*accepted.siblings, body] if not finished(j)]
-        if not bounded:  # the runs a trigger or backfill asked to overlap ("Allow")
-            running = [
-                j
-                for j in running
-                if self.overlaps.get(_annotations(j).get(ANNOTATION_TRIGGER, "")) != "Allow"
-                and _annotations(j).get(ANNOTATION_FIRING) != "backfill"
-            ]
+        limit, running = min(verdicts, key=lambda verdict: len(verdict[1]) - verdict[0])
         if len(running) > limit:
             names = ", ".join(
                 f"{j['metadata']['name']}({_annotations(j).get(ANNOTATION_FIRING)})"
@@ -301,6 +294,23 @@ class Checkers:
                 f"{name} ({firing}) makes {len(running)} unfinished runs, "
                 f"the limit is {limit}: {names}",
             )
+
+    def _runs_over(
+        self, accepted: Accepted, spec: dict[str, Any]
+    ) -> tuple[int, list[dict[str, Any]]] | None:
+        """Under `spec`: None if the create keeps its limit, else the limit and the runs."""
+        limit = run_limit(spec)
+        if limit is None:
+            return None
+        running = [j for j in [*accepted.siblings, accepted.body] if not finished(j)]
+        if spec.get("maxConcurrent") is None:  # runs a trigger or backfill asked to overlap
+            running = [
+                j
+                for j in running
+                if self.overlaps.get(_annotations(j).get(ANNOTATION_TRIGGER, "")) != "Allow"
+                and _annotations(j).get(ANNOTATION_FIRING) != "backfill"
+            ]
+        return None if len(running) <= limit else (limit, running)
 
     def _group_limit(self, accepted: Accepted, uid: str, specs: list[dict[str, Any]]) -> None:
         """Never more unfinished runs among a group's members than its limit. A schedule
