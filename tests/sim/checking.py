@@ -310,6 +310,8 @@ class Checkers:
                 if self.overlaps.get(_annotations(j).get(ANNOTATION_TRIGGER, "")) != "Allow"
                 and _annotations(j).get(ANNOTATION_FIRING) != "backfill"
             ]
+            if accepted.body not in running:  # this create is one of those: not judged
+                return None
         return None if len(running) <= limit else (limit, running)
 
     def _group_limit(self, accepted: Accepted, uid: str, specs: list[dict[str, Any]]) -> None:
