@@ -256,24 +256,43 @@ def fetch_schedule(
     return _on_schedule(arguments, context, lambda api, path: api.get(path))
 
 
-def fetch_downstreams(
+def fetch_with_downstreams(
     name: str, namespace: str | None, kubeconfig: str | None, context: Context
-) -> list[str] | None:
-    """The CronSchedules of NAME's namespace whose spec.after names it (for `punctual
-    describe NAME`); None if they could not be listed (said why)."""
+) -> tuple[dict[str, Any], list[str] | None] | None:
+    """The live CronSchedule NAME and the CronSchedules of its namespace whose spec.after
+    names it (for `punctual describe NAME`; None when they could not be listed), read
+    with one client (one login, as for every command); None (said why) if NAME is
+    unreadable."""
     from punctual.core.chaining import after_names
 
     arguments = argparse.Namespace(
         name=name, namespace=namespace, kubeconfig=kubeconfig or _env("KUBECONFIG")
     )
-    listed = _on_schedule(arguments, context, lambda api, path: api.get(path.rsplit("/", 1)[0]))
-    if listed is None:
+
+    async def read(api: KubeClient, path: str) -> dict[str, Any]:
+        from punctual.kube.client import ApiError
+
+        body = await api.get(path)
+        try:
+            listed: dict[str, Any] | None = await api.get(path.rsplit("/", 1)[0])
+        except ApiError:
+            listed = None
+        return {"schedule": body, "listed": listed}
+
+    found = _on_schedule(arguments, context, read)
+    if found is None:
         return None
-    return sorted(
-        str(item["metadata"]["name"])
-        for item in listed.get("items") or []
-        if name in after_names(item)
+    listed = found["listed"]
+    downstreams = (
+        None
+        if listed is None
+        else sorted(
+            str(item["metadata"]["name"])
+            for item in listed.get("items") or []
+            if name in after_names(item)
+        )
     )
+    return found["schedule"], downstreams
 
 
 def add_history_command(subparsers: Any) -> None:

@@ -36,8 +36,8 @@ from punctual.cli.cluster import (
     add_history_command,
     add_resume_command,
     add_trigger_command,
-    fetch_downstreams,
     fetch_schedule,
+    fetch_with_downstreams,
 )
 from punctual.cli.describing import describe_schedule
 from punctual.cli.migrating import add_migrate_command
@@ -494,13 +494,16 @@ def _run_describe(arguments: argparse.Namespace, context: Context) -> int:
         raise CliError(f"--count must be between 0 and {MAX_COUNT}, not {arguments.count}")
     if (arguments.name is None) == (arguments.filename is None):
         raise CliError("give NAME (-n NS) or -f FILE")
+    downstreams: list[str] | None = None
     if arguments.filename is not None:
         body = _read_manifest(arguments.filename)
     else:
-        fetched = fetch_schedule(arguments.name, arguments.namespace, arguments.kubeconfig, context)
+        fetched = fetch_with_downstreams(
+            arguments.name, arguments.namespace, arguments.kubeconfig, context
+        )
         if fetched is None:
             return EXIT_FAILED
-        body = fetched
+        body, downstreams = fetched
     arguments.uid = None
     target = _spec_target(body, arguments)
     assert target.spec is not None
@@ -517,11 +520,6 @@ def _run_describe(arguments: argparse.Namespace, context: Context) -> int:
         if found is None:
             break
         upcoming.append(found)
-    downstreams = None
-    if arguments.name is not None:
-        downstreams = fetch_downstreams(
-            arguments.name, arguments.namespace, arguments.kubeconfig, context
-        )
     lines = describe_schedule(
         body,
         now=now,
