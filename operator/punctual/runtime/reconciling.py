@@ -169,7 +169,8 @@ class Roles:
 
 class Reconciler:
     """One pass over one schedule. Over 300 lines: the pass itself, the concurrency
-    group's state and report (read under the group's lock, so kept beside the pass), the
+    group's members and report (read under the group's lock, so kept beside the pass; the
+    group's state is `core.groups.state`), the
     upstreams of spec.after, and the release of a deleted schedule's Jobs, which all read
     the same view and roles."""
 

@@ -128,7 +128,9 @@ class _Followed:
 
 
 class Server:
-    """The aiohttp application and the state it serves. See the module docstring."""
+    """The aiohttp application and the state it serves. See the module docstring. Over
+    200 lines: one method per route (the fleet, a schedule, why, each action) and the
+    guard they share; what they compute is `timelines` and `stories`."""
 
     def __init__(
         self, api: Api, run: Runner, clock: Clock, settings: Settings, token: str | None = None
