@@ -61,10 +61,13 @@ class FreezeWindows:
 
     def changed(self, namespace: str, name: str, body: dict[str, Any] | None) -> None:
         """kopf's event: a FreezeWindow changed (None: deleted)."""
-        known = self.known.setdefault(namespace, {})
-        before = known.pop(name, None)
+        # Copy on write: a status write awaiting the API server walks the dicts it was
+        # handed, and an event arriving meanwhile must not change them under it.
+        known = {n: b for n, b in self.known.get(namespace, {}).items() if n != name}
+        before = (self.known.get(namespace) or {}).get(name)
         if body is not None:
             known[name] = body
+        self.known = {**self.known, namespace: known}
         self.dirty.set()
         # Only what a decision reads wakes the namespace's schedules: not the echo of a
         # status write of ours.
