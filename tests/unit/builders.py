@@ -216,13 +216,18 @@ def parse_iso(text: str) -> datetime:
     return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
 
 
-def claimed_ahead_status(spec: Mapping[str, Any]) -> dict[str, Any]:
-    """T0 fired and succeeded, all recorded; T0 + H claimed ahead by the previous leader."""
+def claimed_ahead_status(spec: Mapping[str, Any], *, listed: bool = False) -> dict[str, Any]:
+    """T0 fired and succeeded, all recorded; T0 + H claimed ahead by the previous leader:
+    by its claim window (status.claimedThrough), or, `listed`, as an operator before the
+    window claimed it (an inFlight entry)."""
     start = status_body(spec, cursor=T0, firings=[(T0, SUCCEEDED)])
     status = steady_status(spec, [job(T0, DONE)], now=T0 + 10 * M + S, status=start)
-    assert [c["job"] for c in status["inFlight"]] == [n(T0 + H)]
-    status["inFlight"] = [{**status["inFlight"][0], "epoch": PREVIOUS_EPOCH}]
-    return status
+    assert status["claimedThrough"] == iso(T0 + H) and status.get("inFlight", []) == []
+    if not listed:
+        return {**status, "claimEpoch": PREVIOUS_EPOCH}
+    del status["claimedThrough"], status["claimEpoch"]
+    claim = {"tick": iso(T0 + H), "job": n(T0 + H), "epoch": PREVIOUS_EPOCH}
+    return {**status, "inFlight": [claim]}
 
 
 def read(

@@ -456,13 +456,14 @@ def test_decide(case: Case) -> None:
     claims = after.get("inFlight", [])
     due_claims = [c for c in claims if parse_iso(c["tick"]) <= case.now]
     assert tuple(c["job"] for c in due_claims) == case.in_flight_after
-    # Beyond the due claims, at most the next tick is claimed ahead.
-    ahead = [c["job"] for c in claims if parse_iso(c["tick"]) > case.now]
+    # Beyond the due claims nothing is in flight: the ticks ahead are claimed by the
+    # window, which reaches at least the next tick.
+    assert [c["job"] for c in claims if parse_iso(c["tick"]) > case.now] == []
     if decision.status is not None:
         upcoming = after.get("nextScheduleTime")
         suspended = condition(after, "Suspended")["status"] == "True"
-        expected = [n(parse_iso(upcoming))] if upcoming and not suspended else []
-        assert ahead == expected
+        if upcoming and not suspended:
+            assert parse_iso(after["claimedThrough"]) >= parse_iso(upcoming)
     assert tuple(_firing_key(f) for f in after.get("recentFirings", [])) == case.firings
     expected_cursor = case.cursor if case.cursor_after == "unchanged" else case.cursor_after
     assert after.get("lastScheduledTime") == (
@@ -503,9 +504,10 @@ def test_first_tick_claims_the_tick_in_status_and_creates_one_job() -> None:
     assert status["nextScheduleTime"] == "2026-11-25T13:00:00Z"
     assert status["inFlight"] == [
         {"tick": "2026-11-25T12:00:00Z", "job": create.name, "epoch": LEADER.epoch},
-        # The next tick, claimed ahead: firing it will need only the create.
-        {"tick": "2026-11-25T13:00:00Z", "job": n(T0 + H), "epoch": LEADER.epoch},
     ]
+    # The next tick, claimed ahead by the window: firing it will need only the create.
+    assert status["claimedThrough"] == "2026-11-25T13:00:00Z"
+    assert status["claimEpoch"] == LEADER.epoch
     [firing] = status["recentFirings"]
     assert firing["job"] == create.name
     assert firing["outcome"] == "Created"
@@ -533,7 +535,8 @@ def test_nothing_due_and_status_current_writes_nothing_and_sleeps_until_the_next
     # The claim resolves (one more write), then the status is current.
     second = run(schedule_body(spec, first.status), jobs, now=T0 + 7 * S)
     assert second.status is not None
-    assert [c["job"] for c in second.status["inFlight"]] == [n(T0 + H)]  # claimed ahead
+    assert second.status.get("inFlight", []) == []
+    assert second.status["claimedThrough"] == iso(T0 + H)  # claimed ahead
     assert second.creates == ()
     assert [a["name"] for a in second.status["active"]] == [create.name]
 
@@ -570,8 +573,8 @@ def test_a_recovered_claim_is_stamped_with_this_leaders_epoch_and_not_recorded_t
     # The claim keeps the epoch that decided it; the firing is recorded once.
     assert decision.status["inFlight"] == [
         {"tick": iso(T0), "job": n(T0), "epoch": PREVIOUS_EPOCH},
-        {"tick": iso(T0 + H), "job": n(T0 + H), "epoch": LEADER.epoch},  # claimed ahead
     ]
+    assert decision.status["claimedThrough"] == iso(T0 + H)  # claimed ahead
     assert [f["job"] for f in decision.status["recentFirings"]] == [n(T0)]
 
 
@@ -1039,34 +1042,44 @@ def test_seeing_a_claimed_job_only_resolves_the_claim_and_may_wait_for_the_next_
     seen = run(schedule_body(spec, claim.status), [job(T0)], now=T0 + 2 * S)
     assert seen.creates == () and seen.prune == ()
     assert seen.status is not None
-    assert [c["job"] for c in seen.status["inFlight"]] == [n(T0 + H)]  # only the one claimed ahead
+    assert seen.status.get("inFlight", []) == []  # resolved; the next tick is in the window
     assert seen.write_delay is WriteDelay.RESOLVES_CLAIMS_ONLY
 
 
 # -- claims made ahead of their tick (claimed ahead) ----------------------------------
 
 
-def test_a_tick_claimed_ahead_fires_with_only_the_create_and_keeps_the_claim_epoch() -> None:
+@pytest.mark.parametrize("listed", [False, True], ids=["window", "inFlight (before v2)"])
+def test_a_tick_claimed_ahead_fires_with_only_the_create_and_keeps_the_claim_epoch(
+    listed: bool,
+) -> None:
     spec = spec_body()
-    decision = run(schedule_body(spec, claimed_ahead_status(spec)), now=T0 + H)
+    decision = run(schedule_body(spec, claimed_ahead_status(spec, listed=listed)), now=T0 + H)
     assert [c.name for c in decision.creates] == [n(T0 + H)]
     assert decision.write_delay is not WriteDelay.NEVER  # the claim is already written
     assert decision.status is not None
-    claims = {c["job"]: c["epoch"] for c in decision.status["inFlight"]}
-    assert claims == {n(T0 + H): PREVIOUS_EPOCH, n(T0 + 2 * H): LEADER.epoch}
+    claims = {c["job"]: c["epoch"] for c in decision.status.get("inFlight", [])}
+    # In flight until its Job is seen, with the epoch of the write that claimed it (a
+    # window's, or an older operator's claim ahead): the cursor moves past it in this
+    # status, so if the create failed, only this entry says the tick is still owed.
+    assert claims == {n(T0 + H): PREVIOUS_EPOCH}
+    # Half of the window used: the next one is claimed, by this leader, in the same write.
+    assert decision.status["claimedThrough"] == iso(T0 + 2 * H)
+    assert decision.status["claimEpoch"] == LEADER.epoch
 
 
-def test_a_tick_claimed_ahead_whose_job_exists_is_recorded_without_a_create() -> None:
+@pytest.mark.parametrize("listed", [False, True], ids=["window", "inFlight (before v2)"])
+def test_a_tick_claimed_ahead_whose_job_exists_is_recorded_without_a_create(listed: bool) -> None:
     spec = spec_body()
-    decision = run(
-        schedule_body(spec, claimed_ahead_status(spec)), [job(T0 + H)], now=T0 + H + 3 * S
-    )
+    status = claimed_ahead_status(spec, listed=listed)
+    decision = run(schedule_body(spec, status), [job(T0 + H)], now=T0 + H + 3 * S)
     assert decision.creates == ()
     assert decision.status is not None and decision.write_delay is not WriteDelay.NEVER
     assert decision.status["lastScheduledTime"] == iso(T0 + H)
     assert [f["job"] for f in decision.status["recentFirings"]] == [n(T0 + H), n(T0)]
     assert decision.status["recentFirings"][0]["epoch"] == PREVIOUS_EPOCH
-    assert [c["job"] for c in decision.status["inFlight"]] == [n(T0 + 2 * H)]
+    assert decision.status.get("inFlight", []) == []
+    assert decision.status["claimedThrough"] == iso(T0 + 2 * H)
 
 
 def test_a_tick_claimed_ahead_of_an_edited_schedule_never_fires() -> None:
@@ -1142,7 +1155,8 @@ def test_a_decision_says_when_its_writes_are_due() -> None:
     # The first pass half an hour before the first tick: its claim ahead is due at T0.
     first = run(schedule_body(spec), now=T0 - 20 * M)
     assert first.creates == () and first.status is not None
-    assert [c["job"] for c in first.status["inFlight"]] == [n(T0)]
+    assert first.status.get("inFlight", []) == []
+    assert first.status["claimedThrough"] == iso(T0)
     assert first.due_by == T0
     # At the tick: the create is due at once.
     due = run(schedule_body(spec, first.status), now=T0 + S)

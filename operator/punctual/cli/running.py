@@ -34,6 +34,7 @@ def _env_or(name: str, default: str) -> str:
 # Over 60 lines on purpose: one declaration per flag, read as a table (--help renders it).
 def add_run_command(subparsers: Any) -> None:
     # Long on purpose: one add() per flag of `punctual run`, its help beside it.
+    from punctual.core.claiming import MAX_WINDOW, MIN_WINDOW
     from punctual.runtime.options import Options
 
     defaults = Options()
@@ -154,6 +155,14 @@ def add_run_command(subparsers: Any) -> None:
         type=float,
     )
     add(
+        "--claim-window",
+        "PUNCTUAL_CLAIM_WINDOW",
+        f"seconds of scheduled ticks one status write claims ahead ({MIN_WINDOW:g}-"
+        f"{MAX_WINDOW:g}); claimed again when half is used, so a schedule with several ticks "
+        "in it fires them with one write; it never fires a tick early",
+        type=float,
+    )
+    add(
         "--log-level",
         "PUNCTUAL_LOG_LEVEL",
         "log level",
@@ -213,6 +222,7 @@ def _run(arguments: argparse.Namespace, context: Context) -> int:
         qps=arguments.qps,
         burst=arguments.burst,
         status_delay=arguments.status_delay,
+        claim_window=arguments.claim_window,
         log_level=arguments.log_level,
         log_format=arguments.log_format,
         fence=arguments.fence or None,
@@ -240,10 +250,16 @@ MAX_SHARDS = 256
 
 def _problem_with(options: Options) -> str | None:
     """What is wrong with a set of run options, in one line, or None."""
+    from punctual.core.claiming import MAX_WINDOW, MIN_WINDOW
     from punctual.kube.ratelimiting import RateLimiter
 
     if not options.status_delay >= 0:
         return f"--status-delay must be 0 or more, got {options.status_delay}"
+    if not MIN_WINDOW <= options.claim_window <= MAX_WINDOW:
+        return (
+            f"--claim-window must be {MIN_WINDOW:g}-{MAX_WINDOW:g} seconds, "
+            f"got {options.claim_window:g}"
+        )
     if not 1 <= options.shards <= MAX_SHARDS:
         return f"--shards must be 1-{MAX_SHARDS}, got {options.shards}"
     if options.workers < 1:

@@ -1,12 +1,17 @@
 """The claims of one decision: what is in flight, what is due, what this write claims.
 
-Why it exists: the claim protocol (see `deciding`) writes a tick into status.inFlight
-before its Job is created, and finishes any claim it finds on takeover. These rules read
-the claims as written and the Jobs as seen, and return frozen records: the candidates a
-decision starts from (`Gathered`: claims to recover, due ticks, a manual trigger, ticks
-fired on claims made ahead) and the claims it writes (`Claims`). They also say which
-Jobs being deleted may lose our finalizer (`release`), which finished Jobs history
-clean-up deletes (`prune`), and when the writes are needed by (`due_by`).
+Why it exists: the claim protocol (see `deciding`, and docs/architecture.md "How
+exactly-once works") writes a tick into status before its Job is created, and finishes
+any claim it finds on takeover. Scheduled ticks are claimed ahead by a window
+(status.claimedThrough: every tick after the cursor up to it, one write for all of
+them, claimed again when half is used: `window_due`, `claim_window`); the rest (manual
+triggers, retries, backfills, runs after upstreams, a tick no window covered) each by
+an entry of status.inFlight. These rules read the claims as written and the Jobs as
+seen, and return frozen records: the candidates a decision starts from (`Gathered`:
+claims to recover, due ticks, a manual trigger, ticks fired on claims made ahead) and
+the claims it writes (`Claims`, `Window`). They also say which Jobs being deleted may
+lose our finalizer (`free`), which finished Jobs history clean-up deletes (`prune`),
+and when the writes are needed by (`due_by`).
 
 What it must never do: claim a tick at or before the cursor (only claims already in
 flight are carried over, and only to finish them), forget a claim whose Job is not seen,
@@ -19,43 +24,95 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from punctual.core.decisions import JobToFree
 from punctual.core.jobs import JobSnapshot, JobState, manual_job_name
 from punctual.core.keys import ANNOTATION_TRIGGER, ANNOTATION_TRIGGERED_BY
 from punctual.core.models import CronScheduleSpec, FiringOutcome, InFlightClaim, RecordedFiring
-from punctual.core.naming import job_name
+from punctual.core.naming import job_name, parse_tick_from_job_name
 from punctual.core.planning import TickPlan
 from punctual.core.records import Candidate, EventNote, JobToDelete, ScheduleRead, trigger_fields
 from punctual.core.stamping import FiringKind
 from punctual.core.times import EPOCH
 from punctual.core.triggers import TriggerError, TriggerRequest, parse_trigger, request_id
 
-Ahead = Mapping[str, InFlightClaim]
+# The claim window's bounds, in seconds (--claim-window): at least one tick is claimed
+# whatever the window; a longer window saves writes, a shorter one bounds how far ahead
+# status names ticks.
+MIN_WINDOW = 10.0
+MAX_WINDOW = 600.0
+# The most ticks one window reaches over (a schedule every second, a ten-minute window).
+MAX_WINDOW_TICKS = 600
 
 
-def claimed_ahead(schedule: ScheduleRead) -> dict[str, InFlightClaim]:
-    """Claims made ahead of their tick: scheduled (not manual) ticks beyond the cursor.
+@dataclass(frozen=True, slots=True)
+class Ahead:
+    """Scheduled ticks claimed ahead of their tick, as the written status says: every
+    tick of the claim window (cursor < tick <= status.claimedThrough) and the per-tick
+    claims an operator before the window wrote in inFlight.
 
     They are not recovered as in-flight claims: their tick is decided with the due
     ticks, under the policy as it is then, and a claim the plan no longer fires goes.
     """
-    cursor = schedule.old.last_scheduled_time
-    return {
+
+    schedule: str
+    cursor: datetime | None
+    through: datetime | None  # status.claimedThrough
+    epoch: int  # status.claimEpoch
+    listed: Mapping[str, InFlightClaim]  # inFlight's claims ahead
+
+    def get(self, job: str) -> InFlightClaim | None:
+        """The claim ahead of the Job named `job`, if it is claimed ahead."""
+        listed = self.listed.get(job)
+        if listed is not None or self.through is None:
+            return listed
+        tick = parse_tick_from_job_name(self.schedule, job)
+        if tick is None or tick > self.through or job != job_name(self.schedule, tick):
+            return None
+        if self.cursor is not None and tick <= self.cursor:
+            return None
+        return InFlightClaim(tick=tick, job=job, epoch=self.epoch)
+
+    def __contains__(self, job: object) -> bool:
+        return isinstance(job, str) and self.get(job) is not None
+
+    def __getitem__(self, job: str) -> InFlightClaim:
+        claim = self.get(job)
+        if claim is None:
+            raise KeyError(job)
+        return claim
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """The claim window a status write says: status.claimedThrough and claimEpoch."""
+
+    through: datetime | None
+    epoch: int | None
+
+
+def claimed_ahead(schedule: ScheduleRead) -> Ahead:
+    """The ticks claimed ahead, as written (see `Ahead`)."""
+    old = schedule.old
+    cursor = old.last_scheduled_time
+    listed = {
         c.job: c
-        for c in schedule.old.in_flight
+        for c in old.in_flight
         if c.job == job_name(schedule.name, c.tick)
         and not c.backfill
         and not c.upstream
         and (cursor is None or c.tick > cursor)
     }
+    epoch = old.claim_epoch if old.claim_epoch is not None else 0
+    return Ahead(schedule.name, cursor, old.claimed_through, epoch, listed)
 
 
 def fired_ahead(schedule: ScheduleRead, ahead: Ahead) -> list[InFlightClaim]:
     """Claims made ahead whose Job exists: created at their tick by a pass whose status
     write was left for later."""
-    return sorted((c for c in ahead.values() if c.job in schedule.by_name), key=lambda c: c.tick)
+    found = (ahead.get(name) for name in schedule.by_name)
+    return sorted((c for c in found if c is not None), key=lambda c: c.tick)
 
 
 def fired_cursor(schedule: ScheduleRead, fired: Sequence[InFlightClaim]) -> datetime | None:
@@ -207,6 +264,7 @@ class Claims:
     in_flight: tuple[InFlightClaim, ...]
     new: tuple[str, ...]  # Jobs whose claim is new in this write
     created: tuple[RecordedFiring, ...]
+    window: Window | None = None  # None: the written window, kept
 
 
 def claim(
@@ -253,19 +311,23 @@ def claim(
     return Claims(tuple(in_flight), fresh, tuple(created))
 
 
-def claim_next(
-    schedule: ScheduleRead, plan: TickPlan, claims: Claims, ahead: Ahead, *, epoch: int
-) -> Claims:
-    """Claim the next tick ahead, in whichever status write comes before it, so that
-    firing it needs only the create. A claim ahead is a claim: nothing else may fire
-    that tick, and its Job is never pruned while the claim is written."""
+def window_due(ahead: Ahead, plan: TickPlan, *, now: datetime, window: timedelta) -> bool:
+    """Whether this decision claims a new window: the next tick is not claimed yet, or
+    less than half of the written window is left."""
     if plan.next_tick is None or plan.suspended:
-        return claims
-    upcoming = job_name(schedule.name, plan.next_tick)
-    if upcoming in schedule.by_name or any(c.job == upcoming for c in claims.in_flight):
-        return claims
-    claimed = ahead.get(upcoming) or InFlightClaim(tick=plan.next_tick, job=upcoming, epoch=epoch)
-    return Claims((*claims.in_flight, claimed), claims.new, claims.created)
+        return False
+    through = ahead.through
+    return through is None or plan.next_tick > through or through - now < window / 2
+
+
+def claim_window(ahead: Ahead, reach: datetime | None, *, epoch: int) -> Window:
+    """The window this decision writes: `reach` (the last tick within the window from
+    now, at least the next tick; None: no new window) claimed under `epoch`, or the
+    written one kept. A window is a claim of each of its ticks: nothing else may fire
+    them, and their Jobs are never pruned or freed before their firing is written."""
+    if reach is None or (ahead.through is not None and reach <= ahead.through):
+        return Window(ahead.through, ahead.epoch if ahead.through is not None else None)
+    return Window(reach, epoch)
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,18 +336,20 @@ class Freeing:
     status must be written before it does."""
 
     jobs: tuple[JobToFree, ...]
-    needs_status: bool  # one of them is still in flight as written
+    needs_status: bool  # one of them is still in flight (or claimed ahead) as written
 
 
-def free(schedule: ScheduleRead) -> Freeing:
+def free(schedule: ScheduleRead, ahead: Ahead) -> Freeing:
     """Jobs with our finalizer that are being deleted (by a person, a TTL, garbage
     collection): their finalizer goes once their firing is recorded in the written
-    status. `needs_status` when one of them is still in flight as written: this
-    decision's status, which resolves that claim (the Job is seen), must be written first."""
+    status. `needs_status` when one of them is still in flight or claimed ahead as
+    written: this decision's status, which records it (the Job is seen) and moves the
+    cursor past it, must be written first, or its tick would be due again once it is gone."""
     going = [j for j in schedule.ours if j.has_finalizer and j.deleting]
     written_claims = {c.job for c in schedule.old.in_flight}
     freed = tuple(JobToFree(j.name, j.uid, j.kind) for j in going)
-    return Freeing(freed, any(j.name in written_claims for j in going))
+    claimed = any(j.name in written_claims or j.name in ahead for j in going)
+    return Freeing(freed, claimed)
 
 
 def due_by(
@@ -293,15 +357,22 @@ def due_by(
     creates: Sequence[Candidate],
     replaced: Sequence[JobToDelete],
     in_flight: Sequence[InFlightClaim],
+    window: Window,
+    next_tick: datetime | None,
     now: datetime,
 ) -> datetime | None:
     """When this decision's writes are needed by: at once for a create or a Replace; by
-    its tick for a claim not yet written (the claim made ahead of the next tick); never
-    for the rest, which only records."""
+    its tick for a claim not yet written; for a new window, by the end of the written
+    one (the first tick it does not claim comes after it), or by the new window's first
+    tick when none is written; never for the rest, which only records."""
     if creates or replaced:
         return now
     written = {c.job for c in schedule.old.in_flight}
-    return min((c.tick for c in in_flight if c.job not in written), default=None)
+    needs = [c.tick for c in in_flight if c.job not in written]
+    old = schedule.old.claimed_through
+    if window.through is not None and window.through != old:
+        needs.append(old if old is not None and old > now else next_tick or window.through)
+    return min(needs, default=None)
 
 
 def prune(

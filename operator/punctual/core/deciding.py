@@ -52,7 +52,7 @@ from punctual.core.groups import Group
 from punctual.core.jobs import JobSnapshot
 from punctual.core.models import CronScheduleSpec, InFlightClaim, dump_status
 from punctual.core.naming import job_name
-from punctual.core.planning import TickPlan, plan_ticks
+from punctual.core.planning import TickPlan, plan_ticks, reach_of
 from punctual.core.reading import clash, read_spec
 from punctual.core.records import NO_UPSTREAMS, ScheduleRead, Upstreams
 from punctual.core.workloads import JOBS_ONLY, Served, WorkloadKind
@@ -60,9 +60,12 @@ from punctual.core.workloads import JOBS_ONLY, Served, WorkloadKind
 # How soon to look again at a schedule whose claims are not yet seen as Jobs.
 IN_FLIGHT_RECHECK: Final = timedelta(seconds=2)
 
-__all__ = ["IN_FLIGHT_RECHECK", "decide"]
+__all__ = ["DEFAULT_WINDOW", "IN_FLIGHT_RECHECK", "decide"]
 
 _NO_CALENDARS: Final[Known] = MappingProxyType({})
+
+# How far ahead one status write claims scheduled ticks, unless `--claim-window` says.
+DEFAULT_WINDOW: Final = timedelta(seconds=60)
 
 
 def decide(
@@ -77,12 +80,14 @@ def decide(
     group: Group | None = None,
     verified_triggers: bool = False,
     upstreams: Upstreams | None = NO_UPSTREAMS,
+    window: timedelta = DEFAULT_WINDOW,
 ) -> Decision:
     """Decide everything about one schedule at `now` (the API server's time); `served`:
     the kinds this installation creates (see `workloads`); `calendars`: the Calendars as
     known (`calendars`); `group`: its concurrency group as it stands (`groups`);
     `verified_triggers`: the triggers admission policy is in force (`claiming`);
-    `upstreams`: spec.after's, as read (`chaining`; None: not all known yet)."""
+    `upstreams`: spec.after's, as read (`chaining`; None: not all known yet);
+    `window`: how far ahead one write claims scheduled ticks (`claiming.claim_window`)."""
     schedule = ScheduleRead.from_body(body, jobs)
     old = schedule.old
 
@@ -101,13 +106,16 @@ def decide(
     labels = (body.get("metadata") or {}).get("labels") or {}
     frozen = tuple(f for f in freezes if f.selects(labels))
     defer_window = freeze_over(frozen, now, FreezeAction.DEFER)
+    planned = pausing.planned(
+        spec, schedule, frozen, paused=pause.paused or bool(defer_window), now=now
+    )
     # 3. Plan the ticks on the API server's clock, from the cursor as it really is: a tick
     #    claimed ahead whose Job exists has fired, though the write saying so may wait.
     #    Under maxRuns, such a tick counts as a run too.
     ahead = claiming.claimed_ahead(schedule)
     fired_ahead = claiming.fired_ahead(schedule, ahead)
     plan = plan_ticks(
-        pausing.planned(spec, schedule, frozen, paused=pause.paused or bool(defer_window), now=now),
+        planned,
         uid=schedule.uid,
         created=schedule.created,
         cursor=claiming.fired_cursor(schedule, fired_ahead),
@@ -123,10 +131,11 @@ def decide(
     if defer_window is not None:  # wake when the window ends, to run what it deferred
         wake = min(filter(None, [plan.next_wake, defer_window[1]]))
         plan = dataclasses.replace(plan, next_wake=wake)
+    reach = _reach(planned, schedule, plan, ahead, now, window)
     outcome = _rules(
         schedule, spec, plan, pause, frozen, ahead,
         now=now, leadership=leadership, group=group, verified_triggers=verified_triggers,
-        upstreams=upstreams or NO_UPSTREAMS,
+        upstreams=upstreams or NO_UPSTREAMS, reach=reach,
     )  # fmt: skip
     return _decision(body, spec, outcome, ahead, now=now, leadership=leadership, kind=kind)
 
@@ -144,6 +153,7 @@ def _rules(
     group: Group | None = None,
     verified_triggers: bool = False,
     upstreams: Upstreams,
+    reach: datetime | None,
 ) -> status.Outcome:
     """Steps 4 to 8, for a valid spec and its plan: each rule's record."""
     epoch = leadership.epoch
@@ -167,12 +177,14 @@ def _rules(
     )
     # 7. A backfill adds its next batch.
     batch = backfilling.backfill(schedule, spec, overlap.creates, now=now, group=group)
-    # 8. Claim what is created; count the runs under maxRuns; claim the next tick ahead.
+    # 8. Claim what is created; count the runs under maxRuns; claim the ticks ahead (a
+    #    window of them, when half of the written one is used), unless the next is frozen.
     claims = claiming.claim((*overlap.creates, *batch.fills), gathered, ahead, epoch=epoch)
     runs = finishing.count_runs(spec, schedule.old, plan, (*gathered.fired, *claims.created))
     plan = runs.plan
-    if plan.next_tick is None or freeze_over(frozen, plan.next_tick) is None:
-        claims = claiming.claim_next(schedule, plan, claims, ahead, epoch=epoch)
+    if plan.next_tick is not None and freeze_over(frozen, plan.next_tick) is None:
+        window = claiming.claim_window(ahead, reach if not plan.suspended else None, epoch=epoch)
+        claims = dataclasses.replace(claims, window=window)
     standing = status.Standing(
         suspension=pausing.suspension(spec, now),
         finished=plan.finished,
@@ -220,12 +232,13 @@ def _decision(
     creating_jobs = {c.job for c in creates}
     # 9. History: finished Jobs beyond the limits, never one whose tick is in flight.
     keep = {c.job for c in claims.in_flight} | {j.name for j in overlap.replaced}
+    keep |= {c.job for c in claiming.fired_ahead(schedule, ahead)}
     prune = claiming.prune(spec, schedule.ours, keep=keep)
     # 10. The status write, its Events and the metric labels, from the records.
     written = status.build(outcome, now=now)
     # 11. Whether the write may wait, and which Jobs being deleted may let go.
     new_status = dump_status(written.status)
-    freeing = claiming.free(schedule)
+    freeing = claiming.free(schedule, ahead)
     write_delay = delaying.classify(
         schedule.old,
         new_status,
@@ -272,12 +285,36 @@ def _decision(
         newly_failed=written.newly_failed,
         newly_dead=written.newly_dead,
         lags=outcome.chain.lags,
-        due_by=claiming.due_by(schedule, creates, overlap.replaced, claims.in_flight, now),
+        due_by=claiming.due_by(
+            schedule,
+            creates,
+            overlap.replaced,
+            claims.in_flight,
+            claims.window or claiming.Window(None, None),
+            plan.next_tick,
+            now,
+        ),
         next_wake=_next_wake(plan, claims.in_flight, now, *wakes),
         landed_wake=_next_wake(
             plan, [c for c in claims.in_flight if c.job not in creating_jobs], now, *wakes
         ),
     )
+
+
+def _reach(
+    planned: CronScheduleSpec,
+    schedule: ScheduleRead,
+    plan: TickPlan,
+    ahead: claiming.Ahead,
+    now: datetime,
+    window: timedelta,
+) -> datetime | None:
+    """The last tick a new claim window reaches (None: no new window is due): computed
+    only when one is due, since it walks the ticks of the window."""
+    if not claiming.window_due(ahead, plan, now=now, window=window):
+        return None
+    assert plan.next_tick is not None
+    return reach_of(planned, uid=schedule.uid, first=plan.next_tick, until=now + window)
 
 
 def _invalid(

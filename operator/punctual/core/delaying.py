@@ -116,8 +116,12 @@ def classify(
     return WriteDelay.BOOKKEEPING
 
 
-# Status fields that only follow the Jobs: safe to write late, never needed to fence.
+# Status fields that only follow the Jobs: safe to write late, never needed to fence. A
+# claim window (claimedThrough) only lets a later create go without a write first: a tick
+# whose window is not written yet is claimed by its own write at its create.
 _BOOKKEEPING = (
+    "claimedThrough",
+    "claimEpoch",
     "active",
     "activeCount",
     "inFlight",

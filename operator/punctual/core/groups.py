@@ -106,6 +106,20 @@ def state(
                 occupied += 1
             elif (newest_run(other.jobs), other.name) < (mine, me):
                 yields = True  # due now too, and it ran less lately: it goes first
+        # Its next tick, due now and claimed by its window (status.claimedThrough), its
+        # Job not seen yet: claimed ahead as well, so the same turn-taking holds.
+        upcoming = maybe_time(status.get("nextScheduleTime"))
+        through = maybe_time(status.get("claimedThrough"))
+        if (
+            upcoming is not None
+            and through is not None
+            and upcoming <= now
+            and upcoming <= through
+            and (cursor is None or upcoming > cursor)
+            and job_name(other.name, upcoming) not in seen
+            and (newest_run(other.jobs), other.name) < (mine, me)
+        ):
+            yields = True
         for entry in status.get("buffered") or []:
             tick = maybe_time(entry.get("tick"))
             if entry.get("job") not in seen and tick is not None:

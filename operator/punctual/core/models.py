@@ -450,6 +450,9 @@ class CronScheduleStatus(_ApiModel):
     last_successful_time: UtcTime | None = None
     schedule_fingerprint: str | None = None
     active: list[ActiveJob] = Field(default_factory=list)
+    # The claim window: scheduled ticks after the cursor up to this instant are claimed.
+    claimed_through: UtcTime | None = None
+    claim_epoch: int | None = None  # the epoch of the leader that wrote claimed_through
     in_flight: list[InFlightClaim] = Field(default_factory=list)
     recent_firings: list[RecordedFiring] = Field(default_factory=list)
     conditions: list[Condition] = Field(default_factory=list)

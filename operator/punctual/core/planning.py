@@ -376,6 +376,22 @@ def upcoming_ticks(source: Hashable, first: datetime, count: int) -> tuple[datet
     return kept
 
 
+def reach_of(
+    spec: CronScheduleSpec, *, uid: str, first: datetime, until: datetime, most: int = 600
+) -> datetime:
+    """The last tick of `spec` from `first` (a tick) on that is at or before `until`,
+    `most` ticks on at the farthest: `first` itself when the next is later (a claim
+    window reaches at least one tick, `claiming.claim_window`)."""
+    source = tick_source(spec, uid=uid)
+    last = first
+    for _ in range(most):
+        found = source.next_tick(last)
+        if found is None or found > until:
+            break
+        last = found
+    return last
+
+
 def clear_caches() -> None:
     """Forget cached fingerprints, parsed schedules and zone models (cold-cost benchmarks)."""
     _cron_ticks.cache_clear()

@@ -395,6 +395,11 @@ def _fields(
         "active": active,
         "active_count": len(active),
         "in_flight": sorted(claims.in_flight, key=lambda c: c.tick),
+        **(
+            {}
+            if claims.window is None
+            else {"claimed_through": claims.window.through, "claim_epoch": claims.window.epoch}
+        ),
         "recent_firings": recent[:MAX_RECENT_FIRINGS],
         "last_trigger": o.last_trigger,
         "buffered": list(o.overlap.buffered or ()) or None,

@@ -41,6 +41,9 @@ class Options:
     # How long bookkeeping-only status changes may wait for a later write to carry them:
     # a Job that finishes within it costs no status write of its own.
     status_delay: float = 10.0
+    # The claim window (core.claiming.claim_window): one status write claims every
+    # scheduled tick of the next this-many seconds, claimed again when half is used.
+    claim_window: float = 60.0
     log_level: str = "INFO"
     log_format: str = "text"  # or "json"
     metrics_port: int | None = 8080  # None: no HTTP endpoint

@@ -142,6 +142,7 @@ class Operator:
             roles=Roles(roles),
             clock=clock,
             status_delay=timedelta(seconds=options.status_delay),
+            claim_window=timedelta(seconds=options.claim_window),
             forget=self.loop.forget,
             installation=Installation(
                 f"{lease_namespace}/{options.lease_name}", options.class_name

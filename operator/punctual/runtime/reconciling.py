@@ -27,7 +27,7 @@ from typing import Any, Protocol
 from punctual.clocks import Clock
 from punctual.core.calendars import Known
 from punctual.core.chaining import after_names, find_cycle, upstream_of
-from punctual.core.deciding import decide
+from punctual.core.deciding import DEFAULT_WINDOW, decide
 from punctual.core.decisions import Decision, Leadership
 from punctual.core.delaying import delay_write, routine, routine_wake
 from punctual.core.freezing import Freeze
@@ -193,7 +193,9 @@ class Reconciler:
         groups: Grouping | None = None,
         verified_triggers: bool = False,
         synced: Callable[[], bool] = lambda: True,
+        claim_window: timedelta = DEFAULT_WINDOW,
     ) -> None:
+        self.claim_window = claim_window  # how far ahead one write claims ticks
         self.synced = synced  # both lists are in: a schedule not in the view does not exist
         self.groups = groups
         self.verified_triggers = verified_triggers  # the triggers policy is in force
@@ -377,6 +379,7 @@ class Reconciler:
             group=self._group(key, body),
             verified_triggers=self.verified_triggers,
             upstreams=upstreams,
+            window=self.claim_window,
         )
         if decision.status is None:
             self.view.unwritten_since.pop(key, None)
