@@ -50,6 +50,7 @@ import json
 import math
 import os
 import re
+import shlex
 import sys
 import uuid
 from collections import Counter, defaultdict
@@ -90,6 +91,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rates", default="50,100,150", help="firings a second, comma-separated")
     parser.add_argument("--step-minutes", type=int, default=5)
     parser.add_argument("--clients", default="plain,punctual")
+    parser.add_argument(
+        "--punctual-flags",
+        default="",
+        help="flags added to `punctual run` (e.g. '--claim-window 600 --status-delay 300')",
+    )
     args = parser.parse_args(argv)
     rates = [int(r) for r in args.rates.split(",") if r.strip()]
     clients = [c.strip() for c in args.clients.split(",") if c.strip()]
@@ -98,7 +104,8 @@ def main(argv: list[str] | None = None) -> int:
     settings = source.prepare("results-ramp")
     (settings.results / "raw").mkdir(parents=True, exist_ok=True)
     port_base = int(os.environ.get("BENCH_PORT_BASE") or PORT_BASE)
-    if not run(settings, port_base, rates, args.step_minutes, clients):
+    flags = tuple(shlex.split(args.punctual_flags))
+    if not run(settings, port_base, rates, args.step_minutes, clients, flags):
         return 130
     for path in rendering.render(settings.results):
         log(f"report: {rel(path)}")
@@ -106,7 +113,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(
-    settings: Settings, port_base: int, rates: list[int], minutes: int, clients: list[str]
+    settings: Settings,
+    port_base: int,
+    rates: list[int],
+    minutes: int,
+    clients: list[str],
+    flags: tuple[str, ...] = (),
 ) -> bool:
     from campaign import clean
     from machine import machine
@@ -122,7 +134,7 @@ def run(
         path.write_text(json.dumps(clean(result), indent=1) + "\n")
 
     async def body(t: Trial) -> None:
-        await ramp(t, rates, minutes, clients, save)
+        await ramp(t, rates, minutes, clients, save, flags)
 
     try:
         asyncio.run(trial.execute(body))
@@ -141,7 +153,12 @@ def run(
 
 
 async def ramp(
-    trial: Trial, rates: list[int], minutes: int, clients: list[str], save: Callable[[], None]
+    trial: Trial,
+    rates: list[int],
+    minutes: int,
+    clients: list[str],
+    save: Callable[[], None],
+    flags: tuple[str, ...] = (),
 ) -> None:
     """Each rate in turn for each client still sustaining, the cluster drained between."""
     from cluster import install_punctual
@@ -153,9 +170,10 @@ async def ramp(
     )
     operator = start_operator(
         trial.cluster, trial.workdir, "bench-a", trial.profile, trial.settings.source,
-        cprofile=False,
+        cprofile=False, extra=flags,
     )  # fmt: skip
     trial.operators.append(operator)
+    trial.result["punctual_flags"] = list(flags)
 
     async def leads() -> bool:
         return await lease_holder(trial.api) == operator.identity

@@ -21,6 +21,8 @@ from typing import Any
 
 import pytest
 
+from punctual.core.times import format_time
+
 from .conftest import REPO, Cluster
 from .operators import (
     Create,
@@ -186,10 +188,10 @@ def test_a_herd_on_one_tick_costs_one_create_and_one_status_write_per_firing(
         names = [f"herd-{i:02d}" for i in range(herd)]
         apply(crd, namespace, *(schedule(name, cron, run_ms=200) for name in names))
 
-        def claimed_ahead() -> bool:
+        def claimed_ahead() -> bool:  # by each one's claim window (status.claimedThrough)
             items = get(crd, namespace, "cronschedules")["items"]
-            claims = [c for s in items for c in (s.get("status") or {}).get("inFlight", [])]
-            return len(claims) == herd
+            windows = [(s.get("status") or {}).get("claimedThrough") for s in items]
+            return len(windows) == herd and all(w and w >= format_time(tick) for w in windows)
 
         wait_until(claimed_ahead, 10, what="every schedule's first status, claiming the tick")
         assert now() < tick - timedelta(seconds=1), "set-up overran the tick; raise the margin"

@@ -19,13 +19,14 @@ from __future__ import annotations
 import os
 import sys
 import time
+from datetime import timedelta
 
 from tests.sim.checking import PROMISES
 from tests.sim.simulating import Options, Result, simulate
 
 USAGE = (
     "usage: python -m tests.sim [SEEDS=1-50|1,4,9] [HOURS=24] [SCHEDULES=4] [QUIET=1] "
-    "[AVOID_KNOWN=1] [SKEW=seconds]"
+    "[AVOID_KNOWN=1] [SKEW=seconds] [WINDOW=seconds of --claim-window]"
 )
 
 
@@ -49,6 +50,7 @@ def main(argv: list[str]) -> int:
         "QUIET": "",
         "AVOID_KNOWN": "",
         "SKEW": "0",
+        "WINDOW": "",  # seconds of --claim-window; unset: chosen by each seed (10, 60, 600)
     }
     for arg in argv:
         key, _, value = arg.partition("=")
@@ -66,6 +68,7 @@ def main(argv: list[str]) -> int:
         schedules=int(settings["SCHEDULES"]),
         avoid_known=bool(settings["AVOID_KNOWN"]),
         clock_skew=float(settings["SKEW"]),  # a planted bug: the replicas' clocks ahead
+        claim_window=timedelta(seconds=float(settings["WINDOW"])) if settings["WINDOW"] else None,
     )
     results: list[Result] = []
     started = time.perf_counter()

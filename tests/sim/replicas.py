@@ -25,6 +25,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from punctual.clocks import Clock
+from punctual.core.deciding import DEFAULT_WINDOW
 from punctual.core.jobs import JobSnapshot
 from punctual.kube.applying import Applier
 from punctual.kube.events import EventRecorder
@@ -73,7 +74,15 @@ class Skewed:
 class Replica:
     """One replica: its own client of the server, its indices, election, loop and passes."""
 
-    def __init__(self, api: SimApi, time: FakeTime, identity: str, *, skew: float = 0.0) -> None:
+    def __init__(
+        self,
+        api: SimApi,
+        time: FakeTime,
+        identity: str,
+        *,
+        skew: float = 0.0,
+        claim_window: timedelta = DEFAULT_WINDOW,
+    ) -> None:
         self.identity = identity
         self.time = time
         clock: Clock = Skewed(time, skew) if skew else time
@@ -112,6 +121,7 @@ class Replica:
             roles=Roles(roles),
             clock=clock,
             status_delay=STATUS_DELAY,
+            claim_window=claim_window,
             forget=self.loop.forget,
             queue=self.loop,
             groups=self.groups,

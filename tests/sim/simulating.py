@@ -105,10 +105,17 @@ class Options:
     mean_run: float = 60.0
     disabled: frozenset[str] = frozenset()
     clock_skew: float = 0.0  # seconds the replicas' clocks are off the server's
+    # The replicas' --claim-window; None: one of CLAIM_WINDOWS, chosen by the seed (by a
+    # generator of its own, so that the rest of a seed's run is what it was before).
+    claim_window: timedelta | None = None
     # Steer clear of the bugs FINDINGS.md lists (no backfills, no failed deletes, no
     # retry, no trigger asking Replace), so that a long campaign can look for others.
     avoid_known: bool = False
     before_start: Callable[[Simulation], None] | None = None
+
+
+# The claim windows a campaign covers: the shortest, the default and the longest.
+CLAIM_WINDOWS = (timedelta(seconds=10), timedelta(seconds=60), timedelta(seconds=600))
 
 
 @dataclass
@@ -118,6 +125,9 @@ class Simulation:
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
+        self.claim_window = self.options.claim_window or random.Random(-self.seed).choice(
+            CLAIM_WINDOWS
+        )
         self.time = FakeTime()
         self.api = SimApi(self.time)
         self.api.fencing = self.options.fencing
@@ -223,6 +233,7 @@ class Simulation:
                     ("AVOID_KNOWN=1", self.options.avoid_known),
                     (f"SKEW={self.options.clock_skew:g}", bool(self.options.clock_skew)),
                     (f"SCHEDULES={self.options.schedules}", self.options.schedules != 4),
+                    (f"WINDOW={self.claim_window.total_seconds():g}", True),
                 ]
                 if on
             ),
@@ -263,7 +274,13 @@ class Simulation:
 
     def _start_replica(self) -> None:
         self.born += 1
-        replica = Replica(self.api, self.time, f"r{self.born}", skew=self.options.clock_skew)
+        replica = Replica(
+            self.api,
+            self.time,
+            f"r{self.born}",
+            skew=self.options.clock_skew,
+            claim_window=self.claim_window,
+        )
         self.replicas.append(replica)
         replica.start()
         self.note(f"replica {replica.identity} started")
