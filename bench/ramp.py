@@ -322,10 +322,14 @@ async def punctual_step(
         "first_statuses": len(first),
         "margin_s": round(start - wall(), 1),
     }
+    passes = operator.metric("punctual_passes_total")
     step = await window(
         trial, "punctual", rate, minutes, expected, start, end,
         client_pid=operator.pid, is_client=lambda r: r.agent == operator.user_agent,
     )  # fmt: skip
+    after = operator.metric("punctual_passes_total")
+    if passes is not None and after is not None:  # from the set-up's end to the window's
+        step["passes_per_firing"] = round((after - passes) / max(1, step["firings"]), 2)
     step["setup"] = setup
     return step
 

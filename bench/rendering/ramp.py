@@ -112,6 +112,11 @@ def markdown(folder: Path) -> str:
             f"{k} {v / max(1, s['firings']):.2f}" for k, v in (s.get("writes") or {}).items()
         )
         lines.append(f"- {s['rate']}/s {s['client']}: {writes or 'none'}")
+    passes = [s for s in steps if s.get("passes_per_firing") is not None]
+    if passes:
+        flags = " ".join(r.get("punctual_flags") or []) or "none"
+        lines += ["", f"Punctual's passes a firing (flags added to `punctual run`: {flags}):", ""]
+        lines += [f"- {s['rate']}/s: {_f(s['passes_per_firing'])}" for s in passes]
     setups = [s for s in steps if s["client"] == "punctual" and s.get("setup")]
     if setups:
         lines += ["", "Punctual's set-up before each window (not measured in it):", ""]
