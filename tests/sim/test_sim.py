@@ -55,7 +55,7 @@ REPLACE_WAITS_FOR_ITS_DELETE = True
 # again (fixed in ea47933 and 444f11c).
 RETRY_ATTEMPT_NEVER_REPEATED = True
 # FINDINGS.md 5: a retry attempt that a person deleted runs again once its record rolls off.
-DELETED_ATTEMPT_NEVER_REPEATED = False
+DELETED_ATTEMPT_NEVER_REPEATED = True
 # FINDINGS.md 4: a manual trigger asking Replace ignored its concurrency group's limit
 # (fixed in feed2b5).
 TRIGGER_KEEPS_THE_GROUP_LIMIT = True

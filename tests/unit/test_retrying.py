@@ -256,3 +256,24 @@ def test_a_failed_attempt_being_deleted_spawns_no_next_attempt() -> None:
     going = dataclasses.replace(attempt(T0, 1), deleting=True)
     decision, status = at(FAIL_AT + 600 * S, [going])
     assert not decision.creates and not status.get("retrying")
+
+
+def test_an_attempt_a_person_deleted_never_starts_again_once_its_record_rolls_off() -> None:
+    """Attempt 2 ran and succeeded; a person deleted its Job (history, which would have
+    kept it, was not asked); its recentFirings entry rolled off; the failed attempt 1 is
+    still kept. status.attempted says attempt 2 started: it does not start again (the
+    simulator's finding 5)."""
+    first = attempt(T0, 1)
+    second = attempt(T0, 2, state=JobState.SUCCEEDED, finished=FAIL_AT + 90 * S)
+    _, status = at(FAIL_AT + 120 * S, [first, second])
+    assert status["attempted"] == [{"tick": "2026-11-25T12:00:00Z", "attempt": 2}]
+    status["recentFirings"] = []  # rolled off; the person's delete took attempt 2's Job
+    again, after = at(FAIL_AT + 600 * S, [first], status=status)
+    assert not again.creates and not after.get("retrying")
+    # Without the record, the same state starts attempt 2 a second time.
+    bare = {k: v for k, v in status.items() if k != "attempted"}
+    twice, _ = at(FAIL_AT + 600 * S, [first], status=bare)
+    assert [c.name for c in twice.creates] == [retry_job_name(NAME, T0, 2)]
+    # Once no Job of the tick is kept, nothing derives an attempt of it: the entry goes.
+    gone, after = at(FAIL_AT + 700 * S, [], status=status)
+    assert not gone.creates and "attempted" not in after

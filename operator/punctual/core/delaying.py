@@ -122,6 +122,7 @@ def classify(
 _BOOKKEEPING = (
     "claimedThrough",
     "claimEpoch",
+    "attempted",
     "active",
     "activeCount",
     "inFlight",

@@ -387,6 +387,13 @@ class RetryingTick(_ApiModel):
     at: UtcTime
 
 
+class StartedAttempt(_ApiModel):
+    """One entry of status.attempted: the newest retry attempt started of a tick."""
+
+    tick: UtcTime
+    attempt: int
+
+
 class RecordedFiring(_ApiModel):
     """One entry of status.recentFirings (missed and skipped ticks have no Job)."""
 
@@ -464,6 +471,8 @@ class CronScheduleStatus(_ApiModel):
     last_trigger: str | None = None  # the last manual trigger request handled
     buffered: list[BufferedTick] | None = None  # BufferOne/BufferAll: due ticks waiting
     retrying: list[RetryingTick] | None = None  # spec.retry: failed ticks' next attempts
+    # spec.retry: the newest attempt started of each tick a Job of is still kept
+    attempted: list[StartedAttempt] | None = None
     backfill: Backfill | None = None  # the newest backfill request and its progress
     consecutive_failures: int | None = None  # failed Jobs in a row, under pauseOnFailure
     last_resume: str | None = None  # the last resume request handled (punctual resume)

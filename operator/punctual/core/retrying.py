@@ -32,10 +32,15 @@ from punctual.core.models import (
     CronScheduleSpec,
     FiringOutcome,
     RetryingTick,
+    StartedAttempt,
 )
 from punctual.core.naming import retry_job_name
 from punctual.core.records import Candidate, EventNote, ScheduleRead
 from punctual.core.times import format_time, maybe_time
+
+
+# status.attempted's bound (its CRD maxItems): the newest ticks are kept.
+MAX_ATTEMPTED = 100
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +49,7 @@ class Retries:
 
     due: tuple[Candidate, ...] = ()  # attempts whose time came, with room to run
     waiting: tuple[RetryingTick, ...] = ()  # status.retrying after this decision
+    attempted: tuple[StartedAttempt, ...] | None = None  # status.attempted (None: as it was)
     dead: tuple[str, ...] = ()  # Jobs whose failure ends their tick (the last attempt)
     wake: datetime | None = None  # the next waiting attempt's time
     rerun: str | None = None  # the rerun-failed request handled (status.lastRerun)
@@ -57,18 +63,21 @@ def retries(
     retry = spec.retry
     asked = _rerun(schedule, now)
     rerun, rerun_ticks, notes = asked.request, asked.ticks, asked.notes
-    if retry is None and not rerun_ticks:
-        return Retries(rerun=rerun, notes=notes)
     old = schedule.old
+    if retry is None and not rerun_ticks and not old.attempted:
+        return Retries(rerun=rerun, notes=notes)
     known = set(schedule.by_name)
     known |= {c.job for c in old.in_flight}
     known |= {f.job for f in old.recent_firings if f.job is not None}
     waiting = {w.job: w for w in old.retrying or () if w.job not in known}
     dead: list[str] = []
     # Runs of a tick known to exist or to have existed, by attempt: never started again.
+    # status.attempted keeps the newest attempt once its Job and its recentFirings entry
+    # are gone while an earlier attempt's Job is kept (the simulator's finding 5).
     ran = {(j.tick, j.attempt) for j in schedule.ours}
     ran |= {(f.tick, f.attempt or 1) for f in old.recent_firings if f.job is not None}
     ran |= {(c.tick, c.attempt or 1) for c in old.in_flight}
+    ran |= {(a.tick, a.attempt) for a in old.attempted or ()}
     for tick, attempt in rerun_ticks:
         name = retry_job_name(schedule.name, tick, attempt)
         if name not in known and not any(t == tick and a >= attempt for t, a in ran):
@@ -105,7 +114,23 @@ def retries(
         w for w in sorted(waiting.values(), key=lambda w: w.at) if w.job not in {c.job for c in due}
     )
     wake = min((w.at for w in left if w.at > now), default=None)
-    return Retries(tuple(due), left, tuple(dead), wake, rerun, notes)
+    attempted = _attempted(schedule, ran, due)
+    return Retries(tuple(due), left, attempted, tuple(dead), wake, rerun, notes)
+
+
+def _attempted(
+    schedule: ScheduleRead, ran: set[tuple[datetime | None, int]], due: tuple[Candidate, ...]
+) -> tuple[StartedAttempt, ...]:
+    """status.attempted: the newest attempt (2 and up) started of each tick a Job of is
+    kept, or starts now. A tick none of whose Jobs is kept needs no entry: nothing
+    derives an attempt of it any more."""
+    newest: dict[datetime, int] = {}
+    for tick, attempt in [*ran, *((c.tick, c.attempt) for c in due)]:
+        if tick is not None and attempt >= 2:
+            newest[tick] = max(attempt, newest.get(tick, 0))
+    kept = {j.tick for j in schedule.ours} | {c.tick for c in due}
+    entries = [StartedAttempt(tick=t, attempt=a) for t, a in sorted(newest.items()) if t in kept]
+    return tuple(entries[-MAX_ATTEMPTED:])
 
 
 @dataclass(frozen=True, slots=True)

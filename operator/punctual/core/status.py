@@ -404,6 +404,7 @@ def _fields(
         "last_trigger": o.last_trigger,
         "buffered": list(o.overlap.buffered or ()) or None,
         "retrying": list(o.retries.waiting) or None,
+        **({} if o.retries.attempted is None else {"attempted": list(o.retries.attempted) or None}),
         "last_rerun": o.retries.rerun,
         "backfill": o.batch.backfill or old.backfill,
         "installation": o.installation or old.installation,
