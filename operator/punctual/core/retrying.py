@@ -38,7 +38,6 @@ from punctual.core.naming import retry_job_name
 from punctual.core.records import Candidate, EventNote, ScheduleRead
 from punctual.core.times import format_time, maybe_time
 
-
 # status.attempted's bound (its CRD maxItems): the newest ticks are kept.
 MAX_ATTEMPTED = 100
 
