@@ -112,11 +112,25 @@ def markdown(folder: Path) -> str:
             f"{k} {v / max(1, s['firings']):.2f}" for k, v in (s.get("writes") or {}).items()
         )
         lines.append(f"- {s['rate']}/s {s['client']}: {writes or 'none'}")
-    passes = [s for s in steps if s.get("passes_per_firing") is not None]
-    if passes:
-        flags = " ".join(r.get("punctual_flags") or []) or "none"
-        lines += ["", f"Punctual's passes a firing (flags added to `punctual run`: {flags}):", ""]
-        lines += [f"- {s['rate']}/s: {_f(s['passes_per_firing'])}" for s in passes]
+    flags = " ".join(r.get("punctual_flags") or []) or "none"
+    lines += [
+        "",
+        f"The cost of a firing, side by side (flags added to `punctual run`: {flags}):",
+        "",
+        "| rate/s | client | writes | status writes | client CPU ms | passes "
+        "| API server + etcd CPU ms |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for s in sorted(steps, key=lambda s: (s["rate"], s["client"] != "plain")):
+        firings = max(1, s["firings"])
+        status = sum(v for k, v in (s.get("writes") or {}).items() if "cronschedules" in k)
+        seconds = (s.get("cpu") or {}).get("seconds") or {}
+        control = 1000 * (seconds.get("kube-apiserver", 0.0) + seconds.get("etcd", 0.0))
+        lines.append(
+            f"| {s['rate']} | {s['client']} | {_f(s.get('writes_per_firing'))} "
+            f"| {_f(status / firings)} | {_f(s.get('client_cpu_ms_per_firing'))} "
+            f"| {_f(s.get('passes_per_firing'))} | {_f(control / firings)} |"
+        )
     setups = [s for s in steps if s["client"] == "punctual" and s.get("setup")]
     if setups:
         lines += ["", "Punctual's set-up before each window (not measured in it):", ""]
