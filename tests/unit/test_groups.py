@@ -146,6 +146,21 @@ def test_a_claim_made_ahead_does_not_occupy_it_and_a_member_that_ran_less_lately
     assert state_of(Member("b", body, [])).occupied == 1  # neither ran: by name, b first
 
 
+def test_a_tick_of_a_members_window_due_now_is_claimed_ahead_too() -> None:
+    """The same turn-taking for a tick the member's claim window holds (claimedThrough),
+    read from its nextScheduleTime: no inFlight entry names it."""
+    window = {"claimedThrough": iso(T0 + H), "nextScheduleTime": iso(T0)}
+    body = member_body("b", lastScheduledTime=iso(T0 - H), **window)
+    mine = [job(T0 - H, ACTIVE, name="me-1")]
+    assert state_of(Member("b", body, []), mine=mine).occupied == 1  # I yield it a place
+    b_ran = [job(T0 - H, JobState.SUCCEEDED, name="b-0", schedule_uid="uid-b")]
+    assert state_of(Member("b", body, b_ran)).occupied == 0
+    short = member_body(
+        "b", lastScheduledTime=iso(T0 - H), claimedThrough=iso(T0 - H), nextScheduleTime=iso(T0)
+    )
+    assert state_of(Member("b", short, []), mine=mine).occupied == 0  # not in its window
+
+
 def test_the_oldest_tick_another_member_waits_with() -> None:
     body = member_body(
         "b",
