@@ -249,6 +249,28 @@ def test_a_jobs_first_pod_starting_wakes_no_pass_and_its_finishing_does() -> Non
     assert view.job_changed("u1", None)  # deleted
 
 
+def test_a_job_seen_being_deleted_wakes_no_pass_when_released_or_gone() -> None:
+    """Under a TTL, each firing's Job is deleted: the deletion wakes a pass (it frees our
+    finalizer once the firing is recorded); the echo of that release and the Job's going
+    change no decision, and woke two passes per firing."""
+    _, view = due_now().reconciler()
+    done = JobSnapshot(n(T0), "u1", UID, T0, DONE, has_finalizer=True)
+    assert view.job_changed("u1", done)
+    deleting = dataclasses.replace(done, deleting=True)
+    assert view.job_changed("u1", deleting)  # the deletion: a pass frees the finalizer
+    assert not view.job_changed("u1", dataclasses.replace(deleting, has_finalizer=False))
+    assert not view.job_changed("u1", None)  # gone
+    # A Job gone without being seen deleting, or still holding our finalizer, still wakes.
+    assert view.job_changed("u2", dataclasses.replace(done, uid="u2"))
+    assert view.job_changed("u2", None)
+    assert view.job_changed("u3", dataclasses.replace(deleting, uid="u3"))
+    assert view.job_changed("u3", None)
+    # Anything else changing on a deleting Job still wakes a pass.
+    running = dataclasses.replace(deleting, uid="u4", state=JobState.ACTIVE)
+    assert view.job_changed("u4", running)
+    assert view.job_changed("u4", dataclasses.replace(running, state=DONE))
+
+
 async def test_a_replica_that_does_not_lead_does_nothing() -> None:
     world = due_now()
     world.lease.leading, world.lease.epoch = False, None

@@ -92,19 +92,23 @@ class LeaderView:
         counted); only its creation, its finishing and its deletion matter here. Its
         first pod starting does not either: only a pendingTimeoutSeconds reads it, at a
         deadline its own timer wakes for (a pass per firing when it woke one).
+
+        Nor does what happens to a Job after a pass saw it being deleted: a deleting Job
+        counts as no run, its firing was recorded before its finalizer was freed, so the
+        echo of that release and the Job's going change no decision (two passes per
+        firing under a TTL, when they woke them).
         """
         seen = self.jobs_seen.get(uid)
-        if (
-            job is not None
-            and seen is not None
-            and (seen == job or seen == dataclasses.replace(job, started=seen.started))
-        ):
-            return False
         if job is None:
             self.jobs_seen.pop(uid, None)
-        else:
-            self.jobs_seen[uid] = job
-        return True
+            return not (seen is not None and seen.deleting and not seen.has_finalizer)
+        self.jobs_seen[uid] = job
+        if seen is None:
+            return True
+        if seen == dataclasses.replace(job, started=seen.started):
+            return False
+        released = seen.deleting and job.deleting and seen.has_finalizer and not job.has_finalizer
+        return not (released and seen == dataclasses.replace(job, has_finalizer=True))
 
     # -- what a decision reads ---------------------------------------------------------
 
