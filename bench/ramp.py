@@ -323,10 +323,21 @@ async def punctual_step(
         "margin_s": round(start - wall(), 1),
     }
     passes = operator.metric("punctual_passes_total")
+    spy = None
+    if trial.settings.profiler == "py-spy":  # BENCH_PROFILE=py-spy: where the CPU goes
+        from replicas import PySpy
+
+        spy = PySpy(operator.pid, trial.workdir / f"py-spy-{rate}.txt")
     step = await window(
         trial, "punctual", rate, minutes, expected, start, end,
         client_pid=operator.pid, is_client=lambda r: r.agent == operator.user_agent,
     )  # fmt: skip
+    if spy is not None:
+        from stacks import summarize_collapsed
+
+        seconds = spy.stop()
+        if spy.out.exists():
+            step["py_spy"] = summarize_collapsed(spy.out.read_text(), seconds=seconds, rate=100)
     after = operator.metric("punctual_passes_total")
     if passes is not None and after is not None:  # from the set-up's end to the window's
         step["passes_per_firing"] = round((after - passes) / max(1, step["firings"]), 2)

@@ -131,6 +131,12 @@ def markdown(folder: Path) -> str:
             f"| {_f(status / firings)} | {_f(s.get('client_cpu_ms_per_firing'))} "
             f"| {_f(s.get('passes_per_firing'))} | {_f(control / firings)} |"
         )
+    for s in steps:
+        spied = s.get("py_spy") or {}
+        if spied.get("categories"):
+            shares = ", ".join(f"{k} {100 * v:.0f}%" for k, v in spied["categories"][:12])
+            lines += ["", f"Where Punctual's CPU went at {s['rate']}/s (py-spy): {shares}", ""]
+            lines += [f"- {k}: {100 * v:.1f}%" for k, v in (spied.get("inclusive") or [])[:15]]
     setups = [s for s in steps if s["client"] == "punctual" and s.get("setup")]
     if setups:
         lines += ["", "Punctual's set-up before each window (not measured in it):", ""]

@@ -86,6 +86,7 @@ class Replica:
         self.identity = identity
         self.time = time
         clock: Clock = Skewed(time, skew) if skew else time
+        self.clock = clock
         self.api = api.client(identity)
         self.groups = Groups(self.api, [NAMESPACE])  # concurrency groups: members, limits
         self.schedules = ScheduleIndex(self.api, [NAMESPACE], self._on_schedule)
@@ -141,8 +142,13 @@ class Replica:
             self.loop.notify(key)
 
     def _on_job(self, key: Key, uid: str, job: JobSnapshot | None) -> None:
-        if self.view.job_changed(uid, job):
-            self.loop.notify(key)
+        now = self.clock.now()
+        when = self.view.job_news(key, uid, job, now=now, delay=STATUS_DELAY)
+        if when is not None:
+            if when > now:  # an ending the next write's pass records
+                self.loop.wake_by(key, when)
+            else:
+                self.loop.notify(key)
             group = self.groups.group(key)
             if group is not None:  # a member's run started or ended: the others look again
                 self._notify_group(key, group)

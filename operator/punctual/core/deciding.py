@@ -285,6 +285,7 @@ def _decision(
         newly_failed=written.newly_failed,
         newly_dead=written.newly_dead,
         lags=outcome.chain.lags,
+        quiet_endings=delaying.quiet_endings(spec, written.status),
         due_by=claiming.due_by(
             schedule,
             creates,

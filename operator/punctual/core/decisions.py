@@ -110,6 +110,9 @@ class Decision:
     # Runs after upstream runs (spec.after): (run, seconds from the upstreams' end to now),
     # observed as punctual_chain_lag_seconds once created.
     lags: tuple[tuple[str, float], ...] = ()
+    # A run of it ending well, or a finished run being deleted, changes only bookkeeping
+    # (`delaying.quiet_endings`): the shell looks at it by the next write, not at once.
+    quiet_endings: bool = False
 
     @property
     def writes(self) -> bool:

@@ -11,7 +11,9 @@ its own. This module says which kind of change a Decision makes (`classify`, cal
 first left unwritten, whether to write now (`delay_write`), and returns the Decision the
 shell applies.
 
-It also says which writes are routine (`routine`): those whose Decision waits on no
+It also says which Job changes may wait for the next write's pass (`quiet_endings`: a
+run ending well, a finished run being deleted, where nothing waits on it), and which
+writes are routine (`routine`): those whose Decision waits on no
 tick within `ROUTINE_HORIZON` (`Decision.due_by`), such as a first claim for a tick a
 year away. The shell lets routine writes queue behind due ones when the write path is
 busy, and looks at a postponed claim again a horizon before its tick at the latest
@@ -31,7 +33,13 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from punctual.core.decisions import Decision, WriteDelay
-from punctual.core.models import CronScheduleStatus, InFlightClaim, dump_status
+from punctual.core.models import (
+    BackfillState,
+    CronScheduleSpec,
+    CronScheduleStatus,
+    InFlightClaim,
+    dump_status,
+)
 from punctual.core.records import JobToDelete
 
 # A write needed no sooner than this is routine: it may queue behind due ones.
@@ -83,6 +91,27 @@ def routine_wake(decision: Decision) -> datetime | None:
         return decision.next_wake
     due = decision.due_by - ROUTINE_HORIZON
     return due if decision.next_wake is None else min(decision.next_wake, due)
+
+
+def quiet_endings(spec: CronScheduleSpec, status: CronScheduleStatus) -> bool:
+    """Whether a run of this schedule succeeding, or a finished run of it being deleted
+    (a TTL, history), may wait for the pass of the next write instead of waking one at
+    once: whether it changes only bookkeeping (recentFirings, active, lastSuccessfulTime)
+    and the finalizer's release. Not when anything waits for room (buffered, retrying or
+    gated ticks, a backfill going on), a rule counts successes or ends (pauseOnFailure,
+    successDeadlineSeconds, maxRuns, endTime, runAt, a completion rule), or the room is
+    shared (a concurrency group; its other members are told at once all the same)."""
+    backfilling = status.backfill is not None and status.backfill.state is BackfillState.RUNNING
+    waiting = bool(status.buffered or status.retrying or status.gated) or backfilling
+    counted = (
+        spec.pause_on_failure is not None
+        or spec.success_deadline_seconds is not None
+        or spec.max_runs is not None
+        or spec.end_time is not None
+        or spec.run_at is not None
+        or spec.completion is not None
+    )
+    return not waiting and not counted and spec.concurrency_group is None
 
 
 def classify(

@@ -248,10 +248,15 @@ class Operator:
             self.loop.notify(key)
 
     def _on_job(self, key: Key, uid: str, job: JobSnapshot | None) -> None:
-        if self.view.job_changed(uid, job):
+        now = self.clock.now()
+        when = self.view.job_news(key, uid, job, now=now, delay=self.reconciler.status_delay)
+        if when is not None:
             if not self.synced.is_set() and not self._decidable_early(key):
                 return  # looked at once the lists are in (notify_all)
-            self.loop.notify(key)
+            if when > now:  # an ending the next write's pass records
+                self.loop.wake_by(key, when)
+            else:
+                self.loop.notify(key)
             group = self.groups.group(key)
             if group is not None:  # a member's run started or ended: the others look again
                 self._notify_group(key, group)

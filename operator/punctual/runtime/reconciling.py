@@ -381,6 +381,10 @@ class Reconciler:
             upstreams=upstreams,
             window=self.claim_window,
         )
+        if decision.quiet_endings:
+            self.view.quiet.add(key)
+        else:
+            self.view.quiet.discard(key)
         if decision.status is None:
             self.view.unwritten_since.pop(key, None)
         if not decision.writes and not decision.events:

@@ -72,6 +72,7 @@ class SchedulerLoop:
         self._running: set[Key] = set()
         self._dirty: set[Key] = set()
         self._dirty_due: set[Key] = set()  # woken by their timer while being processed
+        self._dirty_by: dict[Key, datetime] = {}  # wake_by while being processed
         self._kick = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
         self.enabled = True
@@ -108,6 +109,16 @@ class SchedulerLoop:
         self._wake[key] = instant
         heapq.heappush(self._heap, (instant, next(self._seq), key))
         self._kick.set()
+
+    def wake_by(self, key: Key, instant: datetime) -> None:
+        """Look at `key` by `instant` at the latest: its timer moves earlier, never later.
+        A key being processed gets it once its pass has set its own timer."""
+        if key in self._running:
+            self._dirty_by[key] = min(instant, self._dirty_by.get(key, instant))
+            return
+        current = self._wake.get(key)
+        if current is None or instant < current:
+            self.wake_at(key, instant)
 
     def forget(self, key: Key) -> None:
         self._wake.pop(key, None)
@@ -231,6 +242,9 @@ class SchedulerLoop:
             self._running.discard(key)
             self._routine_running.discard(key)
         self.wake_at(key, next_wake)
+        by = self._dirty_by.pop(key, None)
+        if by is not None:
+            self.wake_by(key, by)
         if key in self._dirty_due:
             self._dirty_due.discard(key)
             self._dirty.discard(key)

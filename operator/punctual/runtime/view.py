@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
-from punctual.core.jobs import JobSnapshot
+from punctual.core.jobs import JobSnapshot, JobState
 from punctual.kube.applying import Applied
 from punctual.kube.following import without_managed_fields
 from punctual.kube.schedulewatching import unpack
@@ -59,11 +59,13 @@ class LeaderView:
         self.uids: dict[Key, str] = {}  # the uid each schedule had when last seen
         self.jobs_seen: dict[str, JobSnapshot] = {}  # Job uid -> what decisions read of it
         self.unwritten_since: dict[Key, datetime] = {}  # status changes left for later
+        self.quiet: set[Key] = set()  # Decision.quiet_endings, as the last pass said
 
     def clear(self) -> None:
         """Forget everything but the watch's own view (a new leadership starts)."""
         self.written.clear()
         self.unwritten_since.clear()
+        self.quiet.clear()
         self.created.clear()
         self.deleted.clear()
         self.freed.clear()
@@ -109,6 +111,32 @@ class LeaderView:
             return False
         released = seen.deleting and job.deleting and seen.has_finalizer and not job.has_finalizer
         return not (released and seen == dataclasses.replace(job, has_finalizer=True))
+
+    def job_news(
+        self, key: Key, uid: str, job: JobSnapshot | None, *, now: datetime, delay: timedelta
+    ) -> datetime | None:
+        """When the schedule `key` must be looked at for this change of one of its Jobs
+        (None: deleted): `now`; or by `now + delay`, for an ending its last pass said may
+        wait for the next write (`ends_quietly`; that write is then due); or never (None),
+        when nothing a decision reads changed (`job_changed`)."""
+        before = self.jobs_seen.get(uid)
+        if not self.job_changed(uid, job):
+            return None
+        if not self.ends_quietly(key, before, job):
+            return now
+        self.unwritten_since.setdefault(key, now)
+        return now + delay
+
+    def ends_quietly(self, key: Key, before: JobSnapshot | None, job: JobSnapshot | None) -> bool:
+        """Whether a Job's change (from `before`, as last seen) is an ending its
+        schedule's last pass said may wait for the next write (`Decision.quiet_endings`):
+        a run that succeeded, or a finished run whose deletion began."""
+        if key not in self.quiet or before is None or job is None:
+            return False
+        succeeded = before.state is JobState.ACTIVE and job.state is JobState.SUCCEEDED
+        finished = before.state is not JobState.ACTIVE and job.state is before.state
+        going = finished and not before.deleting and job.deleting
+        return (succeeded and not job.deleting) or going
 
     # -- what a decision reads ---------------------------------------------------------
 
@@ -183,6 +211,7 @@ class LeaderView:
         """The schedule is gone: forget it; returns the uid it had, if known."""
         self.written.pop(key, None)
         self.unwritten_since.pop(key, None)
+        self.quiet.discard(key)
         return self.uids.pop(key, None)
 
     # -- what our writes did -----------------------------------------------------------
