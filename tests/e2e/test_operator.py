@@ -166,7 +166,10 @@ def test_every_second_and_every_minute_fire_on_time_exactly_once(
     claims_and_creates = (
         writes[("cronschedules/status", "update")] + writes[("jobs", "create")]
     ) / fired
-    assert claims_and_creates <= 2.5, per_firing
+    # The claim window (60 s) claims the ticks of the every-second schedule ahead, and
+    # what follows its Jobs waits for the status delay (10 s): about one status write per
+    # 10 firings, where a claim per tick made it one per firing (2.0 with the create).
+    assert claims_and_creates <= 1.5, per_firing
     assert all(s >= 0 for s in skews), "a Job was created before its tick (server clock)"
     assert p99 <= 1.0
 

@@ -97,6 +97,8 @@ MARS = 'unknown time zone "Mars/Base"'
         (["next", "* * * *"], 'invalid schedule "* * * *": expected 5 fields'),
         (["next", "H H * * *"], 'invalid schedule "H H * * *": H fields need the schedule\'s uid'),
         (["run", "--status-delay", "-1"], "--status-delay must be 0 or more, got -1.0"),
+        (["run", "--claim-window", "5"], "--claim-window must be 10-600 seconds, got 5"),
+        (["run", "--claim-window", "601"], "--claim-window must be 10-600 seconds, got 601"),
     ],
 )
 def test_bad_input_is_one_line_and_status_2(
@@ -434,3 +436,14 @@ def test_explain_says_what_a_schedule_runs_after(
     ]
     status, lines, err = run(["next", "-f", manifest], capsys)
     assert (status, lines, err) == (0, [], "")
+
+
+def test_the_event_loop_is_uvloops_unless_asyncios_is_asked_for() -> None:
+    import asyncio
+
+    import uvloop
+
+    from punctual.cli.running import _loop_runner
+
+    assert _loop_runner("uvloop") is uvloop.run
+    assert _loop_runner("asyncio") is asyncio.run
