@@ -98,20 +98,19 @@ def quiet_endings(spec: CronScheduleSpec, status: CronScheduleStatus) -> bool:
     (a TTL, history), may wait for the pass of the next write instead of waking one at
     once: whether it changes only bookkeeping (recentFirings, active, lastSuccessfulTime)
     and the finalizer's release. Not when anything waits for room (buffered, retrying or
-    gated ticks, a backfill going on), a rule counts successes or ends (pauseOnFailure,
-    successDeadlineSeconds, maxRuns, endTime, runAt, a completion rule), or the room is
-    shared (a concurrency group; its other members are told at once all the same)."""
+    gated ticks, a backfill going on), a rule reads successes (pauseOnFailure counts
+    failures in a row, successDeadlineSeconds the newest success, a completion rule
+    decides what success is), or the room is shared (a concurrency group; its other
+    members are told at once all the same). (maxRuns, endTime and runAt finish a
+    schedule by its ticks, not by its runs' ends.)"""
     backfilling = status.backfill is not None and status.backfill.state is BackfillState.RUNNING
     waiting = bool(status.buffered or status.retrying or status.gated) or backfilling
-    counted = (
+    read = (
         spec.pause_on_failure is not None
         or spec.success_deadline_seconds is not None
-        or spec.max_runs is not None
-        or spec.end_time is not None
-        or spec.run_at is not None
         or spec.completion is not None
     )
-    return not waiting and not counted and spec.concurrency_group is None
+    return not waiting and not read and spec.concurrency_group is None
 
 
 def classify(
