@@ -8,8 +8,14 @@ from typing import Any
 import pytest
 
 from punctual.core.decisions import Decision, WriteDelay
-from punctual.core.delaying import ROUTINE_HORIZON, delay_write, routine, routine_wake
-from punctual.core.models import CronScheduleStatus, FiringOutcome, dump_status
+from punctual.core.delaying import (
+    ROUTINE_HORIZON,
+    delay_write,
+    quiet_endings,
+    routine,
+    routine_wake,
+)
+from punctual.core.models import CronScheduleSpec, CronScheduleStatus, FiringOutcome, dump_status
 from punctual.core.records import JobToDelete
 from punctual.core.settling import settle_failures
 
@@ -136,3 +142,27 @@ def test_a_postponed_write_is_looked_at_again_a_horizon_before_its_tick_at_the_l
         next_wake=None if next_in is None else T0 + next_in,
     )
     assert routine_wake(postponed) == (None if wake_in is None else T0 + wake_in)
+
+
+@pytest.mark.parametrize(
+    ("spec", "status", "quiet"),
+    [
+        ({}, {}, True),
+        ({"endTime": "2026-12-01T00:00:00Z", "maxRuns": 5}, {}, True),  # by ticks, not ends
+        ({"concurrencyPolicy": "Forbid"}, {}, True),  # nothing waits for the room
+        ({"concurrencyPolicy": "BufferOne"}, {"buffered": [{"tick": "2026-11-25T12:00:00Z",
+                                                            "job": "a-1"}]}, False),
+        ({}, {"retrying": [{"tick": "2026-11-25T12:00:00Z", "attempt": 2, "job": "a-r1",
+                            "at": "2026-11-25T12:01:00Z"}]}, False),
+        ({}, {"backfill": {"request": "r", "state": "Running"}}, False),
+        ({}, {"backfill": {"request": "r", "state": "Done"}}, True),
+        ({"pauseOnFailure": {"consecutiveFailures": 3}}, {}, False),  # a success resets the count
+        ({"successDeadlineSeconds": 600}, {}, False),  # the newest success is read
+        ({"concurrencyGroup": "etl"}, {}, False),  # the room is shared
+    ],
+)  # fmt: skip
+def test_which_schedules_let_a_runs_ending_wait_for_the_next_write(
+    spec: dict[str, Any], status: dict[str, Any], quiet: bool
+) -> None:
+    read = CronScheduleSpec.model_validate({"schedule": "* * * * *", **spec})
+    assert quiet_endings(read, CronScheduleStatus.model_validate(status)) is quiet

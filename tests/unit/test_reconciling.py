@@ -249,6 +249,34 @@ def test_a_jobs_first_pod_starting_wakes_no_pass_and_its_finishing_does() -> Non
     assert view.job_changed("u1", None)  # deleted
 
 
+def test_a_quiet_ending_asks_for_the_next_writes_pass_and_a_loud_one_for_a_pass_now() -> None:
+    """Where the schedule's last pass said its runs' endings may wait (nothing waits on
+    them), a success and a finished run's deletion ask for a pass a status delay from now
+    (its write is then due); a failure, a start, or any ending elsewhere ask for one now."""
+    _, view = due_now().reconciler()
+    delay = timedelta(seconds=10)
+    running = JobSnapshot(n(T0), "u1", UID, T0, JobState.ACTIVE, has_finalizer=True)
+    assert view.job_news(KEY, "u1", running, now=T0, delay=delay) == T0  # new: now
+    view.quiet.add(KEY)
+    done = dataclasses.replace(running, state=DONE)
+    assert view.job_news(KEY, "u1", done, now=T0 + S, delay=delay) == T0 + S + delay
+    assert view.unwritten_since[KEY] == T0 + S  # the write is due a delay after the ending
+    going = dataclasses.replace(done, deleting=True)  # a TTL
+    assert view.job_news(KEY, "u1", going, now=T0 + 40 * S, delay=delay) == T0 + 50 * S
+    assert view.unwritten_since[KEY] == T0 + S  # kept: the first change left unwritten
+    # A failure is never quiet (retries, pauseOnFailure, its Warning).
+    other = JobSnapshot(n(T0 + H), "u2", UID, T0 + H, JobState.ACTIVE)
+    view.job_news(KEY, "u2", other, now=T0, delay=delay)
+    failed = dataclasses.replace(other, state=JobState.FAILED)
+    assert view.job_news(KEY, "u2", failed, now=T0 + H, delay=delay) == T0 + H
+    # Not quiet any more (the last pass said something waits): now.
+    view.quiet.discard(KEY)
+    third = JobSnapshot(n(T0 + 2 * H), "u3", UID, T0 + 2 * H, JobState.ACTIVE)
+    view.job_news(KEY, "u3", third, now=T0, delay=delay)
+    ended = dataclasses.replace(third, state=DONE)
+    assert view.job_news(KEY, "u3", ended, now=T0 + 2 * H, delay=delay) == T0 + 2 * H
+
+
 def test_a_job_seen_being_deleted_wakes_no_pass_when_released_or_gone() -> None:
     """Under a TTL, each firing's Job is deleted: the deletion wakes a pass (it frees our
     finalizer once the firing is recorded); the echo of that release and the Job's going

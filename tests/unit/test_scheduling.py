@@ -224,6 +224,36 @@ async def test_the_instant_process_returns_replaces_an_earlier_timer() -> None:
     assert work.calls == [(KEY, T0)]
 
 
+async def test_wake_by_moves_a_timer_earlier_never_later() -> None:
+    """A run's quiet ending asks for a pass by an instant: an earlier timer (the next
+    tick) stays, a later one is brought forward."""
+    time, work, loop = make()
+    async with running(loop, time):
+        loop.wake_at(KEY, T0 + ms(40))
+        loop.wake_by(KEY, T0 + ms(90))  # later: the timer at 40 ms stays
+        other = ("ns", "other")
+        loop.wake_at(other, T0 + ms(90))
+        loop.wake_by(other, T0 + ms(60))  # earlier: brought forward
+        await time.advance(3600)
+    assert work.instants(KEY) == [T0 + ms(40)]
+    assert work.instants(other) == [T0 + ms(60)]
+
+
+async def test_wake_by_during_a_pass_holds_after_the_pass_sets_its_own_timer() -> None:
+    """The pass running when a Job ends read the Job before; its own timer (here later)
+    must not drop the wake the ending asked for."""
+    time, work, loop = make()
+    work.gate = asyncio.Event()
+    work.next_wake[KEY] = T0 + ms(500)
+    async with running(loop, time):
+        loop.notify(KEY)
+        await time.run_until_idle()
+        loop.wake_by(KEY, T0 + ms(100))  # while the pass runs
+        work.gate.set()
+        await time.advance(3600)
+    assert work.instants(KEY) == [T0, T0 + ms(100)]
+
+
 # -- one key, one worker ---------------------------------------------------------------
 
 
