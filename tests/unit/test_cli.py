@@ -436,14 +436,3 @@ def test_explain_says_what_a_schedule_runs_after(
     ]
     status, lines, err = run(["next", "-f", manifest], capsys)
     assert (status, lines, err) == (0, [], "")
-
-
-def test_the_event_loop_is_uvloops_unless_asyncios_is_asked_for() -> None:
-    import asyncio
-
-    import uvloop
-
-    from punctual.cli.running import _loop_runner
-
-    assert _loop_runner("uvloop") is uvloop.run
-    assert _loop_runner("asyncio") is asyncio.run

@@ -162,14 +162,6 @@ def add_run_command(subparsers: Any) -> None:
         "in it fires them with one write; it never fires a tick early",
         type=float,
     )
-    parser.add_argument(
-        "--event-loop",
-        dest="event_loop",
-        choices=["uvloop", "asyncio"],
-        default=_env_or("PUNCTUAL_EVENT_LOOP", "uvloop"),
-        help="the event loop: uvloop's (asyncio's where uvloop is not installed) or "
-        "asyncio's own [PUNCTUAL_EVENT_LOOP]",
-    )
     add(
         "--log-level",
         "PUNCTUAL_LOG_LEVEL",
@@ -244,7 +236,7 @@ def _run(arguments: argparse.Namespace, context: Context) -> int:
         print(f"punctual: {problem}", file=context.stderr)
         return 2
     try:
-        _loop_runner(arguments.event_loop)(run(options))
+        asyncio.run(run(options))
     except Fatal as error:
         print(f"punctual: {error}", file=context.stderr)
         return 1
@@ -254,19 +246,6 @@ def _run(arguments: argparse.Namespace, context: Context) -> int:
 # Each shard costs every replica one Lease read (and its holder one write) per retry
 # period, and one watch.
 MAX_SHARDS = 256
-
-
-def _loop_runner(name: str) -> Any:
-    """How the process runs its event loop: uvloop's (libuv: its select-and-schedule
-    cost was a quarter of the operator's CPU in the ramp's profile with asyncio's), or
-    asyncio's own."""
-    if name == "uvloop":
-        try:
-            import uvloop
-        except ImportError:  # not installed (a platform without its wheels): asyncio's
-            return asyncio.run
-        return uvloop.run
-    return asyncio.run
 
 
 def _problem_with(options: Options) -> str | None:
