@@ -1166,3 +1166,19 @@ def test_a_decision_says_when_its_writes_are_due() -> None:
     recorded = run(schedule_body(spec, claimed_ahead_status(spec)), [job(T0, DONE)], now=T0 + H - M)
     assert recorded.creates == ()
     assert recorded.due_by is None
+
+
+def test_a_window_tick_whose_job_failed_before_any_write_is_counted_failed_once() -> None:
+    """A tick of the claim window is created with no write of its own; when its Job fails
+    before the next write, its firing is recorded Failed at once: counted for
+    punctual_jobs_failed_total then, and not again by the write after."""
+    spec = spec_body()
+    status = claimed_ahead_status(spec)  # T0 + H claimed by the window
+    broken = job(T0 + H, BROKEN, finished=T0 + H + M)
+    decision = run(schedule_body(spec, status), [job(T0, DONE), broken], now=T0 + H + 2 * M)
+    assert decision.status is not None
+    [first] = [f for f in decision.status["recentFirings"] if f["job"] == n(T0 + H)]
+    assert first["outcome"] == "Failed"
+    assert decision.newly_failed == 1
+    again = run(schedule_body(spec, decision.status), [job(T0, DONE), broken], now=T0 + H + 3 * M)
+    assert again.newly_failed == 0

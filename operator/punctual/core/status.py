@@ -294,7 +294,7 @@ def build(o: Outcome, *, now: datetime) -> Written:
         status=new,
         events=(*_events(o), *(_dead_note(f) for f in dead), *notes),
         skipped=counted + tuple((SkipReason.MISSED_RUN_POLICY, g.count) for g in plan.skipped),
-        newly_failed=_newly_failed(schedule.old, history, schedule.ours),
+        newly_failed=_newly_failed(schedule.old, history, schedule.ours, new.recent_firings),
         newly_dead=len(dead),
     )
 
@@ -556,10 +556,15 @@ def _dead_note(firing: RecordedFiring) -> EventNote:
 
 
 def _newly_failed(
-    old: CronScheduleStatus, after: Sequence[RecordedFiring], ours: Sequence[JobSnapshot]
+    old: CronScheduleStatus,
+    after: Sequence[RecordedFiring],
+    ours: Sequence[JobSnapshot],
+    recent: Sequence[RecordedFiring] = (),
 ) -> int:
     """How many Jobs turned Failed in this decision (for the metric): recorded firings that
-    did, and Jobs status listed as running whose firing left recentFirings meanwhile."""
+    did, Jobs status listed as running whose firing left recentFirings meanwhile, and
+    firings recorded for the first time already Failed (`recent`: a tick of the claim
+    window created with no write of its own, whose Job failed before the next write)."""
     turned = sum(
         1
         for before, now in zip(old.recent_firings, after, strict=True)
@@ -570,7 +575,15 @@ def _newly_failed(
     unlisted = sum(
         1 for j in ours if j.state is JobState.FAILED and j.name in running and j.name not in listed
     )
-    return turned + unlisted
+    first = sum(
+        1
+        for f in recent
+        if f.outcome is FiringOutcome.FAILED
+        and f.job is not None
+        and f.job not in listed
+        and f.job not in running
+    )
+    return turned + unlisted + first
 
 
 def _ticks(count: int) -> str:
