@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from punctual.core.deciding import decide
 from punctual.core.decisions import Decision, WriteDelay
 from punctual.core.delaying import (
     ROUTINE_HORIZON,
@@ -15,9 +16,13 @@ from punctual.core.delaying import (
     routine,
     routine_wake,
 )
+from punctual.core.jobs import JobSnapshot
 from punctual.core.models import CronScheduleSpec, CronScheduleStatus, FiringOutcome, dump_status
 from punctual.core.records import JobToDelete
 from punctual.core.settling import settle_failures
+
+from .builders import DONE, LEADER, MS, M, S, job, schedule_body, spec_body
+from .builders import T0 as B0
 
 T0 = datetime(2026, 11, 26, 12, 0, tzinfo=UTC)
 DELAY = timedelta(seconds=10)
@@ -166,3 +171,29 @@ def test_which_schedules_let_a_runs_ending_wait_for_the_next_write(
 ) -> None:
     read = CronScheduleSpec.model_validate({"schedule": "* * * * *", **spec})
     assert quiet_endings(read, CronScheduleStatus.model_validate(status)) is quiet
+
+
+def test_a_decisions_typed_status_is_its_status_and_is_what_a_later_write_says() -> None:
+    """decide hands its status typed as well (`Decision.typed_status`), so leaving it for
+    later validates nothing again: the two must say the same, pass after pass."""
+    spec = spec_body(schedule="* * * * *", successfulJobsHistoryLimit=2)
+    body = schedule_body(spec)
+    jobs: list[JobSnapshot] = []
+    typed = 0
+    for minute in range(1, 8):
+        tick = B0 + minute * M
+        for now in (tick + 20 * MS, tick + 30 * S):
+            made = decide(body, jobs, now=now, leadership=LEADER)
+            if made.status is None:
+                assert made.typed_status is None
+                continue
+            assert made.typed_status is not None
+            assert dump_status(made.typed_status) == made.status
+            typed += 1
+            left = delay_write(made, unwritten_since=None, now=now, delay=DELAY)
+            if left.decision.status is None:  # left for later: the typed form, as is
+                assert left.decision.delayed_status is made.typed_status
+            body = {**body, "status": made.status}
+            jobs = [j for j in jobs if j.name not in {p.name for p in made.prune}]
+            jobs += [job(c.tick, DONE, finished=now) for c in made.creates]
+    assert typed >= 7

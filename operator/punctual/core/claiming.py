@@ -143,13 +143,17 @@ def gather(
     epoch: int,
     now: datetime,
     verified_triggers: bool = False,
+    fired_ahead_: Sequence[InFlightClaim] | None = None,
 ) -> Gathered:
-    """Recover the claims in flight, take the due ticks and a manual trigger."""
+    """Recover the claims in flight, take the due ticks and a manual trigger;
+    `fired_ahead_`: `fired_ahead(schedule, ahead)`, when the caller has it already."""
     recovered = _recover(schedule, ahead)
     cursor = schedule.old.last_scheduled_time
+    if fired_ahead_ is None:
+        fired_ahead_ = fired_ahead(schedule, ahead)
     fired = [
         RecordedFiring(tick=c.tick, job=c.job, outcome=FiringOutcome.CREATED, epoch=c.epoch)
-        for c in fired_ahead(schedule, ahead)
+        for c in fired_ahead_
         if cursor is None or c.tick > cursor
     ]
     due: list[Candidate] = []

@@ -113,7 +113,7 @@ def decide(
     #    claimed ahead whose Job exists has fired, though the write saying so may wait.
     #    Under maxRuns, such a tick counts as a run too.
     ahead = claiming.claimed_ahead(schedule)
-    fired_ahead = claiming.fired_ahead(schedule, ahead)
+    fired_ahead = tuple(claiming.fired_ahead(schedule, ahead))
     plan = plan_ticks(
         planned,
         uid=schedule.uid,
@@ -133,11 +133,13 @@ def decide(
         plan = dataclasses.replace(plan, next_wake=wake)
     reach = _reach(planned, schedule, plan, ahead, now, window)
     outcome = _rules(
-        schedule, spec, plan, pause, frozen, ahead,
+        schedule, spec, plan, pause, frozen, ahead, fired_ahead,
         now=now, leadership=leadership, group=group, verified_triggers=verified_triggers,
         upstreams=upstreams or NO_UPSTREAMS, reach=reach,
     )  # fmt: skip
-    return _decision(body, spec, outcome, ahead, now=now, leadership=leadership, kind=kind)
+    return _decision(
+        body, spec, outcome, ahead, fired_ahead, now=now, leadership=leadership, kind=kind
+    )
 
 
 def _rules(
@@ -147,6 +149,7 @@ def _rules(
     pause: pausing.Pause,
     frozen: Sequence[Freeze],
     ahead: claiming.Ahead,
+    fired_ahead: Sequence[InFlightClaim],
     *,
     now: datetime,
     leadership: Leadership,
@@ -160,8 +163,9 @@ def _rules(
     # 4. The candidates: claims in flight to recover, due ticks, a manual trigger, and
     #    failed ticks' next attempts whose time came (spec.retry).
     gathered = claiming.gather(
-        schedule, plan, ahead, epoch=epoch, now=now, verified_triggers=verified_triggers
-    )
+        schedule, plan, ahead, epoch=epoch, now=now, verified_triggers=verified_triggers,
+        fired_ahead_=fired_ahead,
+    )  # fmt: skip
     retries = retrying.retries(spec, schedule, now=now, group=group)
     # 5. A Skip freeze window skips the due ticks inside it; spec.after adds runs after
     #    upstream runs, or (a gate) holds the due ticks until the upstreams' runs ended.
@@ -220,6 +224,7 @@ def _decision(
     spec: CronScheduleSpec,
     outcome: status.Outcome,
     ahead: claiming.Ahead,
+    fired_ahead: Sequence[InFlightClaim],
     *,
     now: datetime,
     leadership: Leadership,
@@ -232,15 +237,17 @@ def _decision(
     creating_jobs = {c.job for c in creates}
     # 9. History: finished Jobs beyond the limits, never one whose tick is in flight.
     keep = {c.job for c in claims.in_flight} | {j.name for j in overlap.replaced}
-    keep |= {c.job for c in claiming.fired_ahead(schedule, ahead)}
+    keep |= {c.job for c in fired_ahead}
     prune = claiming.prune(spec, schedule.ours, keep=keep)
     # 10. The status write, its Events and the metric labels, from the records.
     written = status.build(outcome, now=now)
     # 11. Whether the write may wait, and which Jobs being deleted may let go.
     new_status = dump_status(written.status)
+    old_status = dump_status(schedule.old)
     freeing = claiming.free(schedule, ahead)
     write_delay = delaying.classify(
         schedule.old,
+        old_status,
         new_status,
         in_flight=claims.in_flight,
         fences=bool(
@@ -260,7 +267,8 @@ def _decision(
         outcome.chain.wake,
     )
     return Decision(
-        status=None if new_status == dump_status(schedule.old) else new_status,
+        status=None if new_status == old_status else new_status,
+        typed_status=None if new_status == old_status else written.status,
         write_delay=WriteDelay.NEVER if freeing.needs_status else write_delay,
         replace=overlap.replaced,
         creates=tuple(

@@ -77,7 +77,7 @@ class Decision:
        good is settled in status (`settling`).
     4. `fail`: Jobs stuck pending are failed, and say why.
     5. `prune`: history clean-up, never the Job of a tick still in flight.
-    6. `release`: our finalizer leaves Jobs being deleted whose firing status records.
+    6. `free`: our finalizer leaves Jobs being deleted whose firing status records.
     7. `events`, best effort, off the firing path.
     """
 
@@ -98,6 +98,10 @@ class Decision:
     # Set by `delaying` when the status is left for a later write: what that write will
     # say, typed. A create that fails for good is settled on top of it, at once.
     delayed_status: CronScheduleStatus | None = None
+    # `status` as the status builder made it, typed, so that leaving it for later needs
+    # no second validation of its dump (None: `status` is None, or the typed form was
+    # not kept; `delaying` then validates the dump).
+    typed_status: CronScheduleStatus | None = None
     # When its writes are needed: now for a create or a Replace, a new claim's tick for
     # a claim made ahead; None when nothing in it waits on a tick (a first status far
     # from its first tick, conditions, history). The shell lets due writes go first.

@@ -38,7 +38,6 @@ from punctual.core.models import (
     CronScheduleSpec,
     CronScheduleStatus,
     InFlightClaim,
-    dump_status,
 )
 from punctual.core.records import JobToDelete
 
@@ -66,7 +65,9 @@ def delay_write(
     """
     if decision.status is None or decision.write_delay is WriteDelay.NEVER:
         return DelayedWrite(decision, unwritten_since)
-    later = CronScheduleStatus.model_validate(decision.status)  # what a later write says
+    later = decision.typed_status  # what a later write says
+    if later is None:
+        later = CronScheduleStatus.model_validate(decision.status)
     if decision.write_delay is WriteDelay.RESOLVES_CLAIMS_ONLY:
         left = dataclasses.replace(decision, status=None, delayed_status=later)
         return DelayedWrite(left, unwritten_since)
@@ -115,6 +116,7 @@ def quiet_endings(spec: CronScheduleSpec, status: CronScheduleStatus) -> bool:
 
 def classify(
     old: CronScheduleStatus,
+    old_status: Mapping[str, Any],
     new_status: Mapping[str, Any],
     *,
     in_flight: Sequence[InFlightClaim],
@@ -129,9 +131,8 @@ def classify(
     status still protects (pruning the Job of a claim in flight as *written* needs this
     status first, or a new leader reading the old one would create the Job again).
     Moving the cursor over ticks claimed ahead (`over_ahead`) is bookkeeping too: their
-    claims are already written.
+    claims are already written. `old_status` is `old` as dumped (`models.dump_status`).
     """
-    old_status = dump_status(old)
     old_claims = {c.job for c in old.in_flight}
     if fences or any(job.name in old_claims for job in prune):
         return WriteDelay.NEVER
