@@ -412,7 +412,7 @@ def stale_workflow(name: str, leader: str, epoch: int) -> dict[str, Any]:
             "name": name,
             "labels": {"punctual.dev/schedule-uid": "0000", "punctual.dev/schedule": "x"},
             "annotations": {"punctual.dev/leader": leader, "punctual.dev/epoch": str(epoch)},
-            # As Punctual creates it: owned by its CronSchedule (the policy's match condition).
+            # As Punctual creates it: owned by its CronSchedule (the policy's `judged` variable).
             "ownerReferences": [
                 {
                     "apiVersion": "punctual.dev/v1",
