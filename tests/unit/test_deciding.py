@@ -799,6 +799,13 @@ def test_a_trigger_request_fires_once() -> None:
     assert first.status["lastTrigger"] == "req-1"
     assert first.status["recentFirings"][0]["manual"] is True
     assert first.status["recentFirings"][0]["outcome"] == "Created"
+
+    # A scheduled firing's entry says nothing of `manual` (false is not written: bytes).
+    scheduled = run(schedule_body(spec, first.status), [job(T0, DONE)], now=T0 + H + S)
+    assert scheduled.status is not None
+    entries = scheduled.status["recentFirings"]
+    assert [f.get("manual") for f in entries] == [None, True]
+    assert "manual" not in entries[0]
     assert events(first, "Triggered")
     # A manual firing moves no cursor: the schedule's own ticks are unaffected.
     assert first.status["lastScheduledTime"] == iso(T0)

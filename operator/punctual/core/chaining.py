@@ -119,8 +119,9 @@ def upstream_of(name: str, body: Mapping[str, Any], jobs: Sequence[JobSnapshot])
             if firing.job not in done:  # a run ended but not yet recorded: its Job says
                 pending.add(firing.tick)
             continue
-        end = Ended(firing.outcome, None, firing.job, manual=firing.manual)
-        note(firing.tick, firing.attempt or 1, end, firing.manual, bool(firing.dead))
+        manual = bool(firing.manual)
+        end = Ended(firing.outcome, None, firing.job, manual=manual)
+        note(firing.tick, firing.attempt or 1, end, manual, bool(firing.dead))
     for job in jobs:
         if job.schedule_uid != uid or job.tick is None or (job.deleting and job.active):
             continue
