@@ -10,9 +10,12 @@ the owner reference to its CronSchedule, the stamped pod template (the firing's
 environment), and its other labels and annotations. Each variant below is Punctual's
 own Job (built by `core.jobs.build_job`, as the herd's raw client builds it) less one
 part, beside the plain Job and the whole Punctual Job; every variant is created as a
-batch of `--jobs` by one client (200 requests in flight, as the raw limit's), in
+batch of `--jobs` by one client (200 requests in flight, as the raw limit's), created
+suspended so that the Job controller's pods do not share the two cores with the creates
+(`--running` lets them run), in
 `--rounds` rounds on one cluster, the order rotated each round so that a growing etcd
-weighs on every variant alike. Per variant: the client's time for the batch, the API
+weighs on every variant alike, each batch started once the API server and etcd are
+quiet again (under 0.15 of a core). Per variant: the client's time for the batch, the API
 server's own time on a create (audit: received to answered, p50 and p90), and the API
 server's and etcd's CPU per create, over the batch and over the Jobs' whole life (the Job
 controller's pods and status, until every Job of the batch has finished, at most 60 s).
@@ -28,9 +31,11 @@ import asyncio
 import copy
 import json
 import statistics
+import subprocess
 import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from clock import log, wall
@@ -138,7 +143,43 @@ def _plain_job(name: str) -> Body:
     }
 
 
-async def _batch(trial: Trial, bodies: list[Body], concurrency: int) -> dict[str, Any]:
+PROFILE_SECONDS = 3
+
+
+def _profile(trial: Trial, path: Path) -> subprocess.Popen[bytes]:
+    """The API server's CPU profile (its /debug/pprof, `go tool pprof -top` reads it)
+    over the next PROFILE_SECONDS, written to `path`."""
+    from settings import BIN_DIR
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    kubectl = [str(BIN_DIR / "kubectl"), f"--kubeconfig={trial.cluster.kubeconfig}"]
+    raw = f"/debug/pprof/profile?seconds={PROFILE_SECONDS}"
+    with path.open("wb") as out:
+        return subprocess.Popen([*kubectl, "get", "--raw", raw], stdout=out)
+
+
+async def _quiet(pids: dict[str, int], cores: float = 0.15, cap: float = 60.0) -> None:
+    """Wait until the API server and etcd together use less than `cores` for two half
+    seconds in a row (the last batch's pods and Job status done), at most `cap` s."""
+    from procfs import cpu_seconds
+
+    calm, started = 0, wall()
+    before = sum(cpu_seconds(p) for p in pids.values())
+    while calm < 2 and wall() - started < cap:
+        await asyncio.sleep(0.5)
+        now = sum(cpu_seconds(p) for p in pids.values())
+        calm = calm + 1 if (now - before) / 0.5 < cores else 0
+        before = now
+
+
+async def _batch(
+    trial: Trial,
+    bodies: list[Body],
+    concurrency: int,
+    *,
+    suspended: bool,
+    profile: Path | None = None,
+) -> dict[str, Any]:
     from kubeapi import create_as_client_go, is_complete, list_all
     from procfs import cpu_seconds
 
@@ -146,10 +187,12 @@ async def _batch(trial: Trial, bodies: list[Body], concurrency: int) -> dict[str
     from punctual.kube.credentials import load_kubeconfig
 
     pids = {k: trial.cluster.pids[k] for k in ("kube-apiserver", "etcd")}
+    await _quiet(pids)
     names = {b["metadata"]["name"] for b in bodies}
     credentials = load_kubeconfig(trial.cluster.kubeconfig)
     async with KubeClient(credentials, user_agent=AGENT, timeout=120) as client:
         await client.get("/version")
+        sampling = None if profile is None else _profile(trial, profile)
         cpu0 = {k: cpu_seconds(p) for k, p in pids.items()}
         started = wall()
         await create_as_client_go(
@@ -157,8 +200,12 @@ async def _batch(trial: Trial, bodies: list[Body], concurrency: int) -> dict[str
         )
         created = wall()
         cpu1 = {k: cpu_seconds(p) for k, p in pids.items()}
-    finished = False
-    while wall() - created < LIFE_CAP:
+        if sampling is not None:
+            await asyncio.to_thread(sampling.wait)
+    finished = suspended  # a suspended Job has no pods to finish: its life is its create
+    if suspended:
+        await _quiet(pids)
+    while not finished and wall() - created < LIFE_CAP:
         await asyncio.sleep(1.0)
         jobs = await list_all(trial.api, f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs")
         done = sum(1 for j in jobs if j["metadata"]["name"] in names and is_complete(j))
@@ -191,7 +238,16 @@ async def _batch(trial: Trial, bodies: list[Body], concurrency: int) -> dict[str
     }
 
 
-async def measure(trial: Trial, jobs: int, rounds: int, concurrency: int) -> None:
+async def measure(
+    trial: Trial,
+    jobs: int,
+    rounds: int,
+    concurrency: int,
+    *,
+    suspended: bool,
+    profiled: tuple[str, ...] = (),
+    only: tuple[str, ...] = (),
+) -> None:
     from cluster import install_punctual
 
     from punctual.kube.fencing import raise_fence
@@ -205,7 +261,7 @@ async def measure(trial: Trial, jobs: int, rounds: int, concurrency: int) -> Non
         5.0
     )  # the policy's binding takes effect (no test create: it would be audited)
     shapes = variants(_plain_job("plain"))
-    order = list(shapes)
+    order = [v for v in shapes if not only or v in only]
     results: dict[str, list[dict[str, Any]]] = {name: [] for name in order}
     for r in range(rounds):
         for i, variant in enumerate(order[r % len(order) :] + order[: r % len(order)]):
@@ -215,8 +271,14 @@ async def measure(trial: Trial, jobs: int, rounds: int, concurrency: int) -> Non
                 body = shapes[variant](_punctual_job(owner, tick))
                 if variant == "plain Job":
                     body["metadata"]["name"] = f"plain-{r}-{owner['metadata']['name']}"
+                if suspended:
+                    body["spec"]["suspend"] = True
                 bodies.append(body)
-            figures = await _batch(trial, bodies, concurrency)
+            slug = variant.lower().replace(" ", "-").replace(",", "").replace("'", "")
+            profile = None
+            if variant in profiled:
+                profile = trial.settings.results / "pprof" / f"{slug}-round{r + 1}.pb.gz"
+            figures = await _batch(trial, bodies, concurrency, suspended=suspended, profile=profile)
             results[variant].append(figures)
             api_ms = figures["create_cpu_ms"]["kube-apiserver"]
             log(
@@ -224,7 +286,12 @@ async def measure(trial: Trial, jobs: int, rounds: int, concurrency: int) -> Non
                 f"{figures['answered_p50_ms']} ms, API server {api_ms} ms CPU a create"
             )
     trial.result["variants"] = results
-    trial.result["settings"] = {"jobs": jobs, "rounds": rounds, "concurrency": concurrency}
+    trial.result["settings"] = {
+        "jobs": jobs,
+        "rounds": rounds,
+        "concurrency": concurrency,
+        "suspended": suspended,
+    }
 
 
 def render(result: dict[str, Any]) -> str:
@@ -248,7 +315,13 @@ def render(result: dict[str, Any]) -> str:
         f"Generated by `bench/jobcost.py` at commit {result.get('commit', '?')}: "
         f"{s['jobs']} Jobs a batch, {s['concurrency']} creates in flight, {s['rounds']} rounds "
         "on one cluster (order rotated each round); medians over the rounds, and each "
-        "against the plain Job.",
+        "against the plain Job. "
+        + (
+            "Every Job is created suspended (`spec.suspend: true`): no pods, so the figures "
+            "are the create's own, not the Job controller's beside it (`--running` for that)."
+            if s.get("suspended")
+            else "The Job controller runs every Job (kwok's pods), beside the creates."
+        ),
         "",
         "| variant | bytes | client s a batch | x plain | answered p50 ms | p90 ms "
         "| API server CPU ms a create | x plain "
@@ -282,8 +355,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=500)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--concurrency", type=int, default=200)
+    parser.add_argument(
+        "--running",
+        action="store_true",
+        help="let the Job controller run the Jobs (pods and all), not created suspended",
+    )
+    parser.add_argument(
+        "--pprof",
+        default="",
+        help="variants (comma-separated) whose batches the API server's CPU profile covers",
+    )
+    parser.add_argument(
+        "--variants", default="", help="only these variants (comma-separated; the plain Job always)"
+    )
     args = parser.parse_args(argv)
-    settings = source.prepare("results-jobcost")
+    profiled = tuple(v.strip() for v in args.pprof.split(",") if v.strip())
+    only = tuple(v.strip() for v in args.variants.split(",") if v.strip())
+    if only:
+        only = ("plain Job", *only)
+    settings = source.prepare("results-jobcost" + ("-running" if args.running else ""))
     (settings.results / "raw").mkdir(parents=True, exist_ok=True)
     from campaign import clean
     from machine import machine
@@ -292,7 +382,15 @@ def main(argv: list[str] | None = None) -> int:
     trial = Trial(Scenario("raw", "burst", PROFILES["same"]), args.jobs, settings)
 
     async def body(t: Trial) -> None:
-        await measure(t, args.jobs, args.rounds, args.concurrency)
+        await measure(
+            t,
+            args.jobs,
+            args.rounds,
+            args.concurrency,
+            suspended=not args.running,
+            profiled=profiled,
+            only=only,
+        )
 
     asyncio.run(trial.execute(body))
     result = dict(trial.result)
