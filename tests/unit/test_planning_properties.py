@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from punctual.core.models import CronScheduleSpec, MissedRunPolicy
-from punctual.core.planning import plan_ticks, schedule_fingerprint
+from punctual.core.planning import plan_ticks, reach_of, schedule_fingerprint, tick_source
 from punctual.core.schedules import jitter_offset
 from tests.unit.cron_reference import Drawn, drawn_schedules, reference_ticks
 
@@ -155,3 +155,48 @@ def test_any_spec_gives_a_plan_never_an_exception(expression: str, zone: str) ->
         assert plan.due == () and plan.next_wake is None
     else:
         assert plan.next_wake is not None or plan.due
+
+
+def _walked_reach(spec: CronScheduleSpec, first: datetime, until: datetime, most: int) -> datetime:
+    """reach_of as it was: walk the ticks one by one."""
+    source = tick_source(spec, uid=UID)
+    last = first
+    for _ in range(most):
+        found = source.next_tick(last)
+        if found is None or found > until:
+            break
+        last = found
+    return last
+
+
+@SETTINGS
+@given(
+    drawn_schedules(seconds=True),
+    st.integers(0, 3 * 3600),
+    st.sampled_from([1, 3, 30, 600]),
+    st.booleans(),
+)
+def test_a_windows_reach_is_the_last_tick_before_its_end_as_a_walk_finds_it(
+    drawn: Drawn, span: int, most: int, excluded: bool
+) -> None:
+    """The claim window's last tick (`reach_of`), found by one step back and a count,
+    is the one a walk over every tick from the first finds, the cap `most` included, also
+    across daylight-saving changes and an exclusion."""
+    exclude = (
+        [{"from": drawn.after + timedelta(minutes=20), "to": drawn.after + timedelta(hours=1)}]
+        if excluded
+        else []
+    )
+    spec = CronScheduleSpec.model_validate(
+        {"schedule": drawn.expression, "timeZone": drawn.zone.key, "exclude": exclude}
+    )
+    source = tick_source(spec, uid=UID)
+    first = source.next_tick(drawn.after)
+    if first is None:
+        return
+    until = first + timedelta(seconds=span)
+    found = reach_of(spec, uid=UID, first=first, until=until, most=most)
+    assert found == _walked_reach(spec, first, until, most)
+    ticks = reference_ticks(drawn.reference, drawn.zone, first, until)
+    if not excluded and len(ticks) <= most:
+        assert found == (ticks[-1] if ticks else first)
