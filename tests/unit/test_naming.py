@@ -93,3 +93,13 @@ def test_sub_second_ticks_name_the_whole_second() -> None:
 )
 def test_foreign_names_have_no_tick(name: str) -> None:
     assert parse_tick_from_job_name("report", name) is None
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(schedule_names, st.text(alphabet="0123456789٣x-", max_size=10))
+def test_a_name_read_as_a_tick_is_that_ticks_own_name(name: str, suffix: str) -> None:
+    """`claiming.Ahead` takes a name the parse reads as the tick's own name: so the parse
+    must take no second spelling of it (a leading zero, a non-ASCII digit)."""
+    tick = parse_tick_from_job_name(name, f"{name}-{suffix}")
+    if tick is not None:
+        assert job_name(name, tick) == f"{name}-{suffix}"

@@ -67,8 +67,10 @@ class Ahead:
         listed = self.listed.get(job)
         if listed is not None or self.through is None:
             return listed
+        # The parse takes only a tick's own spelling (ASCII digits, no leading zero), so a
+        # name it reads is `job_name` of its tick: no second spelling to compare.
         tick = parse_tick_from_job_name(self.schedule, job)
-        if tick is None or tick > self.through or job != job_name(self.schedule, tick):
+        if tick is None or tick > self.through:
             return None
         if self.cursor is not None and tick <= self.cursor:
             return None
