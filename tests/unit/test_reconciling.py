@@ -76,6 +76,7 @@ class FakeApplier:
 
     outcomes: list[Applied | Exception] = field(default_factory=list)
     decisions: list[Decision] = field(default_factory=list)
+    unavailable: set[str] = field(default_factory=set)  # creates that fail for now
     freed: list[tuple[str, str, str]] = field(default_factory=list)
     group_reports: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
 
@@ -116,6 +117,9 @@ class FakeApplier:
         if decision.status is not None:
             claimed(written)
         for create in decision.creates:
+            if create.name in self.unavailable:
+                applied.pending.append(create.name)
+                continue
             made = JobSnapshot(create.name, f"uid-{create.name}", UID, create.tick, JobState.ACTIVE)
             applied.created.append(made)
             created(made)
@@ -493,6 +497,42 @@ async def test_a_bookkeeping_status_waits_up_to_the_delay_then_is_written() -> N
     [decision] = world.applier.decisions
     assert decision.status is not None
     assert KEY not in view.unwritten_since  # written: nothing left for later
+
+
+async def test_a_window_tick_whose_create_failed_is_written_as_owed_past_its_deadline() -> None:
+    """The chaos campaign's lost ticks: after an API server restart its fencing policy
+    refuses creates as not configured for 20-54 s. A tick of the claim window whose
+    create fails is written into inFlight by the next pass, before the create is tried
+    again, so that it is owed however long the failures last (as a v1 claim was); left
+    as bookkeeping it was planned again each pass and recorded Missed past the
+    startingDeadlineSeconds."""
+    spec = spec_body(startingDeadlineSeconds=30)
+    tick = T0 + H  # claimed ahead by the window
+    world = World(
+        schedule_body(spec, claimed_ahead_status(spec)),
+        jobs=[job(T0, DONE)],
+        clock=FixedClock(tick + timedelta(milliseconds=50)),
+    )
+    world.applier.unavailable.add(n(tick))
+    reconciler, view = world.reconciler()
+    await reconciler(KEY)
+    [first] = world.applier.decisions
+    assert [c.name for c in first.creates] == [n(tick)]
+    assert first.status is None  # the window claims it: no write before its create
+    assert view.unsettled[KEY] == {n(tick)}
+    world.clock.advance(IN_FLIGHT_RECHECK.total_seconds())
+    await reconciler(KEY)
+    second = world.applier.decisions[-1]
+    assert second.status is not None  # written first, this time
+    assert n(tick) in [c["job"] for c in second.status["inFlight"]]
+    world.clock.advance(60)  # the failures outlast the starting deadline
+    await reconciler(KEY)
+    third = world.applier.decisions[-1]
+    assert [c.name for c in third.creates] == [n(tick)]  # owed: created, not Missed
+    world.applier.unavailable.clear()
+    world.clock.advance(IN_FLIGHT_RECHECK.total_seconds())
+    await reconciler(KEY)
+    assert KEY not in view.unsettled
 
 
 async def test_a_deleted_schedules_held_jobs_are_released_so_they_can_go() -> None:

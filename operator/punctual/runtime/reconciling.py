@@ -389,6 +389,15 @@ class Reconciler:
             self.view.unwritten_since.pop(key, None)
         if not decision.writes and not decision.events:
             return decision
+        unsettled = self.view.unsettled.get(key, frozenset())
+        if any(create.name in unsettled for create in decision.creates):
+            # A create that failed for a transient reason (the API server down, or its
+            # fencing policy not configured yet after a restart) is tried again only
+            # after the status that claims it in inFlight is written: a tick of the claim
+            # window is otherwise planned again on each pass, and once the failures outlast
+            # startingDeadlineSeconds it would be recorded as Missed, though it was due
+            # and decided on time (an owed claim is created however late, as in v1).
+            return decision
         delayed = delay_write(
             decision,
             unwritten_since=self.view.unwritten_since.get(key),

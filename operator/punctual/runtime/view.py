@@ -60,12 +60,16 @@ class LeaderView:
         self.jobs_seen: dict[str, JobSnapshot] = {}  # Job uid -> what decisions read of it
         self.unwritten_since: dict[Key, datetime] = {}  # status changes left for later
         self.quiet: set[Key] = set()  # Decision.quiet_endings, as the last pass said
+        # Creates of the last pass that failed for a transient reason (unsettled), by name:
+        # the next pass writes its status before trying them again (`Reconciler._decide`).
+        self.unsettled: dict[Key, frozenset[str]] = {}
 
     def clear(self) -> None:
         """Forget everything but the watch's own view (a new leadership starts)."""
         self.written.clear()
         self.unwritten_since.clear()
         self.quiet.clear()
+        self.unsettled.clear()
         self.created.clear()
         self.deleted.clear()
         self.freed.clear()
@@ -212,6 +216,7 @@ class LeaderView:
         self.written.pop(key, None)
         self.unwritten_since.pop(key, None)
         self.quiet.discard(key)
+        self.unsettled.pop(key, None)
         return self.uids.pop(key, None)
 
     # -- what our writes did -----------------------------------------------------------
@@ -243,6 +248,10 @@ class LeaderView:
             self.deleted.setdefault(uid, set()).update(applied.deleted)
         if applied.freed:
             self.freed.setdefault(uid, set()).update(applied.freed)
+        if applied.pending:
+            self.unsettled[key] = frozenset(applied.pending)
+        else:
+            self.unsettled.pop(key, None)
         if not applied.stale and applied.schedule is not None and wrote_status:
             self.claimed(key, applied.schedule)
             self.unwritten_since.pop(key, None)
