@@ -50,12 +50,11 @@ from punctual.core.decisions import Decision, Leadership, WriteDelay
 from punctual.core.freezing import Freeze, FreezeAction, freeze_over
 from punctual.core.groups import Group
 from punctual.core.jobs import JobSnapshot
-from punctual.core.models import CronScheduleSpec, InFlightClaim, MissedRunPolicy, dump_status
+from punctual.core.models import CronScheduleSpec, InFlightClaim, dump_status
 from punctual.core.naming import job_name
-from punctual.core.planning import TickPlan, plan_ticks, reach_of, tick_source
+from punctual.core.planning import TickPlan, plan_ticks, reach_of
 from punctual.core.reading import clash, read_spec
 from punctual.core.records import NO_UPSTREAMS, ScheduleRead, Upstreams
-from punctual.core.schedules import ScheduleError
 from punctual.core.workloads import JOBS_ONLY, Served, WorkloadKind
 
 # How soon to look again at a schedule whose claims are not yet seen as Jobs.
@@ -114,8 +113,7 @@ def decide(
     #    claimed ahead whose Job exists has fired, though the write saying so may wait.
     #    Under maxRuns, such a tick counts as a run too.
     ahead = claiming.claimed_ahead(schedule)
-    seen_ahead = tuple(claiming.fired_ahead(schedule, ahead))  # kept from clean-up, all
-    fired_ahead = _in_order(spec, schedule, seen_ahead)
+    fired_ahead = tuple(claiming.fired_ahead(schedule, ahead))
     plan = plan_ticks(
         planned,
         uid=schedule.uid,
@@ -140,7 +138,7 @@ def decide(
         upstreams=upstreams or NO_UPSTREAMS, reach=reach,
     )  # fmt: skip
     return _decision(
-        body, spec, outcome, ahead, seen_ahead, now=now, leadership=leadership, kind=kind
+        body, spec, outcome, ahead, fired_ahead, now=now, leadership=leadership, kind=kind
     )
 
 
@@ -310,21 +308,6 @@ def _decision(
             plan, [c for c in claims.in_flight if c.job not in creating_jobs], now, *wakes
         ),
     )
-
-
-def _in_order(
-    spec: CronScheduleSpec, schedule: ScheduleRead, seen: tuple[InFlightClaim, ...]
-) -> tuple[InFlightClaim, ...]:
-    """The claims ahead fired in order (`claiming.fired_in_order`), on the spec's ticks,
-    under RunAll. Under the other policies a missing tick before a fired one is superseded
-    by it all the same, and planning from before it would call the fired ones missed."""
-    if not seen or spec.missed_run_policy is not MissedRunPolicy.RUN_ALL:
-        return seen
-    try:
-        source = tick_source(spec, uid=schedule.uid)
-    except ScheduleError:  # no ticks of its own, or unusable: the plan says so
-        return seen
-    return claiming.fired_in_order(schedule, seen, source.next_tick)
 
 
 def _reach(
