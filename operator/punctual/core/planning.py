@@ -385,6 +385,9 @@ def reach_of(
     from `until` and a count, not by walking the window's ticks (30 steps a write for a
     schedule every 2 s under the default window); walked only when `most` cuts it short."""
     source = tick_source(spec, uid=uid)
+    second = source.next_tick(first)
+    if second is None or second > until:  # one tick: the walk's first step, no step back
+        return first
     found = source.prev_tick(until)
     if found is None or found <= first:
         return first
