@@ -1189,3 +1189,56 @@ def test_a_window_tick_whose_job_failed_before_any_write_is_counted_failed_once(
     assert decision.newly_failed == 1
     again = run(schedule_body(spec, decision.status), [job(T0, DONE), broken], now=T0 + H + 3 * M)
     assert again.newly_failed == 0
+
+
+@pytest.mark.parametrize("policy", ["RunAll", "RunLatest"])
+def test_a_window_tick_whose_create_failed_while_later_ones_landed_is_created_not_passed(
+    policy: str,
+) -> None:
+    """`make chaos`: a restarted API server's fencing policy refused one tick's create,
+    then took the next ones. The window claimed them all; their Jobs, but not the first's,
+    exist. The cursor as it really is stops before the missing one, so it is created, and
+    the later ones are recorded as fired, neither created again nor called missed."""
+    spec = spec_body(schedule="* * * * *", startingDeadlineSeconds=600, missedRunPolicy=policy)
+    status = {
+        **status_body(spec, cursor=T0, firings=[(T0, SUCCEEDED)]),
+        "claimedThrough": iso(T0 + 10 * M),
+        "claimEpoch": 6,
+    }
+    landed = [T0 + k * M for k in (2, 3, 4)]  # T0 + 1 minute: its create failed
+    now = T0 + 4 * M + 30 * S
+    decision = run(schedule_body(spec, status), [job(t) for t in landed], now=now)
+    assert decision.status is not None
+    recorded = {f.get("job"): f["outcome"] for f in decision.status["recentFirings"]}
+    assert all(recorded.get(n(t)) == "Created" for t in landed)
+    if policy == "RunAll":
+        assert [c.name for c in decision.creates] == [n(T0 + M)]
+        assert recorded[n(T0 + M)] == "Created"
+        assert decision.missed == 0
+        assert n(T0 + M) in [c["job"] for c in decision.status["inFlight"]]
+    else:  # superseded by the newer ticks, as RunLatest says (and the fired ones fired)
+        assert decision.creates == ()
+
+
+def test_window_ticks_fired_before_an_edit_are_recorded_not_judged_by_the_new_ticks() -> None:
+    """The cursor stops at a missing window tick only on the ticks the claims were made
+    on: after an edit of the schedule (the written fingerprint is the old spec's), the
+    Jobs fired on the old window are recorded as fired, and the new spec's ticks, none of
+    which they are, neither hold them back nor fire at once (k8s#63371: the first build
+    of the stop judged them by the new spec and recorded none)."""
+    old_spec = spec_body(
+        schedule="* * * * *", startingDeadlineSeconds=600, missedRunPolicy="RunAll"
+    )
+    status = {
+        **status_body(old_spec, cursor=T0, firings=[(T0, SUCCEEDED)]),
+        "claimedThrough": iso(T0 + 10 * M),
+        "claimEpoch": 6,
+    }
+    landed = [T0 + M, T0 + 2 * M]
+    edited = {**old_spec, "schedule": "30 * * * *"}
+    decision = run(schedule_body(edited, status), [job(t) for t in landed], now=T0 + 2 * M + 30 * S)
+    assert decision.status is not None
+    recorded = {f.get("job"): f["outcome"] for f in decision.status["recentFirings"]}
+    assert all(recorded.get(n(t)) == "Created" for t in landed), recorded
+    assert decision.creates == ()
+    assert decision.status["scheduleFingerprint"] == fingerprint(edited)
