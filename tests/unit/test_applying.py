@@ -8,16 +8,17 @@ resourceVersion, admission) is tested against the real control plane in tests/e2
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
 from punctual.clocks import FixedClock
 from punctual.core.decisions import Decision, JobToCreate, WriteDelay
+from punctual.core.keys import FINALIZER
 from punctual.core.models import CronScheduleStatus
 from punctual.core.records import JobToDelete
-from punctual.kube.applying import FENCED, Applier, NotLeader
+from punctual.kube.applying import CLEAN_UP_AT_ONCE, FENCED, Applier, NotLeader
 from punctual.kube.client import ApiError, Invalid, Unavailable, retry_after_of
 from punctual.kube.events import EventRecorder
 from punctual.kube.ratelimiting import RateLimiter
@@ -325,3 +326,27 @@ async def test_a_replace_whose_delete_failed_creates_nothing_yet() -> None:
     applied = await applier(api).apply(schedule(), decision)
     assert api.calls == [("replace", STATUS), ("delete", f"{JOBS}/nightly-0")]
     assert applied.created == [] and api.objects[SCHEDULE]["status"] == CLAIM
+
+
+@pytest.mark.parametrize("next_wake", [None, T0 + timedelta(hours=1), T0])
+async def test_clean_up_goes_a_few_at_once_and_begins_none_after_the_next_wake(
+    next_wake: datetime | None,
+) -> None:
+    """A pass holds its schedule, so its next tick waits for the pass's clean-up: past
+    the next wake, clean-up begins no more (the first batch always runs, so it keeps up);
+    what is left, the next pass decides again."""
+    held = [held_job(f"nightly-old-{i}", f"u{i}", finalizers=[FINALIZER]) for i in range(10)]
+    api = server(*held)
+    decision = Decision(
+        status=None,
+        prune=tuple(
+            JobToDelete(f"nightly-old-{i}", f"u{i}", "history", has_finalizer=True)
+            for i in range(10)
+        ),
+        next_wake=next_wake,
+    )
+    applied = await applier(api).apply(schedule(), decision)
+    done = CLEAN_UP_AT_ONCE if next_wake == T0 else 10
+    assert sorted(applied.deleted) == sorted(f"nightly-old-{i}" for i in range(done))
+    assert sorted(applied.freed) == sorted(applied.deleted)  # each deleted one let go
+    assert len(api.items(JOBS)) == 10 - done
