@@ -39,7 +39,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from clock import log, wall
-from settings import FENCE, LEASE, NAMESPACE, PROFILES, Scenario, rel
+from punctualjob import punctual_job
+from settings import FENCE, NAMESPACE, PROFILES, Scenario, rel
 
 if TYPE_CHECKING:
     from trial import Trial
@@ -102,32 +103,6 @@ async def _owners(trial: Trial, n: int) -> list[Body]:
         f"/apis/punctual.dev/v1/namespaces/{NAMESPACE}/cronschedules",
         _cronschedules(n, "0 0 1 1 *"),
         64,
-    )
-
-
-def _punctual_job(owner: Body, tick: datetime) -> Body:
-    from punctual.core.jobs import build_job
-    from punctual.core.naming import job_name
-    from punctual.core.stamping import Firing, FiringKind
-
-    name = owner["metadata"]["name"]
-    firing = Firing(
-        tick=tick,
-        previous_tick=tick.replace(year=tick.year - 1),
-        zone=UTC,
-        schedule=name,
-        namespace=NAMESPACE,
-        kind=FiringKind.SCHEDULED,
-        epoch=EPOCH,
-    )
-    return build_job(
-        schedule=owner,
-        job_name=job_name(name, tick),
-        tick=tick,
-        epoch=EPOCH,
-        leader=LEADER,
-        installation=f"{NAMESPACE}/{LEASE}",
-        firing=firing,
     )
 
 
@@ -268,7 +243,7 @@ async def measure(
             tick = datetime(2040 + r, 1 + i, 1, tzinfo=UTC)
             bodies = []
             for owner in owners:
-                body = shapes[variant](_punctual_job(owner, tick))
+                body = shapes[variant](punctual_job(owner, tick, leader=LEADER, epoch=EPOCH))
                 if variant == "plain Job":
                     body["metadata"]["name"] = f"plain-{r}-{owner['metadata']['name']}"
                 if suspended:

@@ -26,15 +26,13 @@ from kubeapi import create_all, create_as_client_go, lease_holder, list_all, wai
 from observing import Expectation, observe
 from operatorprocess import OperatorProcess
 from procfs import cpu_between, snapshot
+from punctualjob import punctual_job
 from replicas import start_operator
 from settings import EXPORTS_KIND, FENCE, LEASE, NAMESPACE, RAW_AGENT, Scenario, Settings
 from trial import Trial
 
-from punctual.core.jobs import build_job
 from punctual.core.keys import ANNOTATION_TICK, LABEL_SCHEDULE
-from punctual.core.naming import job_name
 from punctual.core.schedules import parse_schedule
-from punctual.core.stamping import Firing, FiringKind
 from punctual.kube.client import KubeClient
 from punctual.kube.credentials import load_kubeconfig
 from punctual.kube.fencing import raise_fence
@@ -97,29 +95,7 @@ async def _punctual_jobs(trial: Trial, n: int) -> tuple[list[dict[str, Any]], li
         64,
     )
     tick = datetime(2030, 1, 1, tzinfo=UTC)
-    bodies = []
-    for owner in owners:
-        name = owner["metadata"]["name"]
-        firing = Firing(
-            tick=tick,
-            previous_tick=tick.replace(year=2029),
-            zone=UTC,
-            schedule=name,
-            namespace=NAMESPACE,
-            kind=FiringKind.SCHEDULED,
-            epoch=RAW_EPOCH,
-        )
-        bodies.append(
-            build_job(
-                schedule=owner,
-                job_name=job_name(name, tick),
-                tick=tick,
-                epoch=RAW_EPOCH,
-                leader=RAW_LEADER,
-                installation=f"{NAMESPACE}/{LEASE}",
-                firing=firing,
-            )
-        )
+    bodies = [punctual_job(o, tick, leader=RAW_LEADER, epoch=RAW_EPOCH) for o in owners]
     return bodies, [o["metadata"]["name"] for o in owners]
 
 
