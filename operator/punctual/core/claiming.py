@@ -22,17 +22,24 @@ or reads the clock.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from punctual.core.decisions import JobToFree
 from punctual.core.jobs import JobSnapshot, JobState, manual_job_name
 from punctual.core.keys import ANNOTATION_TRIGGER, ANNOTATION_TRIGGERED_BY
-from punctual.core.models import CronScheduleSpec, FiringOutcome, InFlightClaim, RecordedFiring
+from punctual.core.models import (
+    CronScheduleSpec,
+    FiringOutcome,
+    InFlightClaim,
+    MissedRunPolicy,
+    RecordedFiring,
+)
 from punctual.core.naming import job_name, parse_tick_from_job_name
-from punctual.core.planning import TickPlan
+from punctual.core.planning import TickPlan, schedule_fingerprint, tick_source
 from punctual.core.records import Candidate, EventNote, JobToDelete, ScheduleRead, trigger_fields
+from punctual.core.schedules import ScheduleError
 from punctual.core.stamping import FiringKind
 from punctual.core.times import EPOCH
 from punctual.core.triggers import TriggerError, TriggerRequest, parse_trigger, request_id
@@ -118,19 +125,34 @@ def fired_ahead(schedule: ScheduleRead, ahead: Ahead) -> list[InFlightClaim]:
 
 
 def fired_in_order(
-    schedule: ScheduleRead,
-    fired: Sequence[InFlightClaim],
-    next_tick: Callable[[datetime], datetime | None],
+    schedule: ScheduleRead, spec: CronScheduleSpec, fired: Sequence[InFlightClaim]
 ) -> tuple[InFlightClaim, ...]:
     """Of the claims ahead whose Job exists (`fired`, oldest first), those fired in
-    order: from the written cursor on, each the schedule's tick after the one before.
+    order under RunAll: from the written cursor on, each the tick of `spec` (as planned)
+    after the one before. Under the other policies, all of `fired`.
 
     A tick of the window whose create failed while later ones landed (a restarted API
-    server's fencing policy refused it for a moment, then took the next) ends it there:
-    the cursor as it really is (`fired_cursor`) goes no further, so that tick is planned
-    and created again, never passed over; the later ones are planned due with their Jobs
-    seen, and recorded as fired, not created again. (Passing over it lost one tick at each
-    of four API server restarts in `make chaos`.)"""
+    server's fencing policy refused it for a moment, then took the next; at a shard
+    hand-over, the Fence refused the outgoing leader's) ends it there: the cursor as it
+    really is (`fired_cursor`) goes no further, so that tick is planned and created
+    again, never passed over; the later ones are planned due with their Jobs seen, and
+    recorded as fired, not created again. (Passing over it lost one tick at each of four
+    API server restarts in `make chaos`.) Under RunLatest and Skip a missing tick before
+    a fired one is superseded by it all the same, and planning from before it would call
+    the fired ones missed.
+
+    Only on the ticks the claims were made on: after an edit of what decides the ticks
+    (the written fingerprint is not the spec's), the new spec's ticks say nothing of the
+    old claims' order, and all of `fired` is kept (judged by the new ticks, none of them
+    was recorded as fired: test_k8s_63371)."""
+    if not fired or spec.missed_run_policy is not MissedRunPolicy.RUN_ALL:
+        return tuple(fired)
+    if schedule.old.schedule_fingerprint != schedule_fingerprint(spec):
+        return tuple(fired)
+    try:
+        next_tick = tick_source(spec, uid=schedule.uid).next_tick
+    except ScheduleError:  # no ticks of its own, or unusable: the plan says so
+        return tuple(fired)
     expected = next_tick(schedule.old.last_scheduled_time or schedule.created)
     kept: list[InFlightClaim] = []
     for claim in fired:

@@ -50,18 +50,11 @@ from punctual.core.decisions import Decision, Leadership, WriteDelay
 from punctual.core.freezing import Freeze, FreezeAction, freeze_over
 from punctual.core.groups import Group
 from punctual.core.jobs import JobSnapshot
-from punctual.core.models import CronScheduleSpec, InFlightClaim, MissedRunPolicy, dump_status
+from punctual.core.models import CronScheduleSpec, InFlightClaim, dump_status
 from punctual.core.naming import job_name
-from punctual.core.planning import (
-    TickPlan,
-    plan_ticks,
-    reach_of,
-    schedule_fingerprint,
-    tick_source,
-)
+from punctual.core.planning import TickPlan, plan_ticks, reach_of
 from punctual.core.reading import clash, read_spec
 from punctual.core.records import NO_UPSTREAMS, ScheduleRead, Upstreams
-from punctual.core.schedules import ScheduleError
 from punctual.core.workloads import JOBS_ONLY, Served, WorkloadKind
 
 # How soon to look again at a schedule whose claims are not yet seen as Jobs.
@@ -121,7 +114,7 @@ def decide(
     #    Under maxRuns, such a tick counts as a run too.
     ahead = claiming.claimed_ahead(schedule)
     seen_ahead = tuple(claiming.fired_ahead(schedule, ahead))  # kept from clean-up, all
-    fired_ahead = _in_order(planned, schedule, seen_ahead)
+    fired_ahead = claiming.fired_in_order(schedule, planned, seen_ahead)
     plan = plan_ticks(
         planned,
         uid=schedule.uid,
@@ -316,27 +309,6 @@ def _decision(
             plan, [c for c in claims.in_flight if c.job not in creating_jobs], now, *wakes
         ),
     )
-
-
-def _in_order(
-    spec: CronScheduleSpec, schedule: ScheduleRead, seen: tuple[InFlightClaim, ...]
-) -> tuple[InFlightClaim, ...]:
-    """The claims ahead fired in order (`claiming.fired_in_order`), on the ticks of the
-    spec as planned, under RunAll. Under the other policies a missing tick before a fired
-    one is superseded by it all the same, and planning from before it would call the
-    fired ones missed. After an edit of what decides the ticks (the written fingerprint
-    is not the spec's), the claims were made on the old spec's ticks: the new spec's say
-    nothing of their order (judging them so stopped the cursor at an old claim the new
-    spec does not have, and a daily schedule moved earlier fired at once: k8s#63371)."""
-    if not seen or spec.missed_run_policy is not MissedRunPolicy.RUN_ALL:
-        return seen
-    if schedule.old.schedule_fingerprint != schedule_fingerprint(spec):
-        return seen
-    try:
-        source = tick_source(spec, uid=schedule.uid)
-    except ScheduleError:  # no ticks of its own, or unusable: the plan says so
-        return seen
-    return claiming.fired_in_order(schedule, seen, source.next_tick)
 
 
 def _reach(
