@@ -60,7 +60,7 @@ logger = logging.getLogger(__name__)
 Body = dict[str, Any]
 
 
-# Clean-up requests of one pass in flight at once (`Applier._clean_up`): a few, so that a
+# Clean-up requests of one pass in flight at once (`_clean_up`): a few, so that a
 # herd's clean-up leaves the connection pool to the creates.
 CLEAN_UP_AT_ONCE: Final = 4
 
@@ -273,7 +273,7 @@ class Applier:
         # 4. History clean-up, and 5. Jobs being deleted whose firing the written status
         #    now records let go: a few at once, and no more begun once the next wake has
         #    come (the rest are decided again by the next pass).
-        await self._clean_up(
+        await _clean_up(
             [
                 *(
                     functools.partial(self._prune, namespace, job, applied)
@@ -285,28 +285,11 @@ class Applier:
                 ),
             ],
             until=decision.next_wake,
+            clock=self.clock,
         )
         # 6. Events, best effort and off the firing path.
         self._report(schedule, decision, applied)
         return applied
-
-    async def _clean_up(
-        self, steps: Sequence[Callable[[], Awaitable[object]]], *, until: datetime | None
-    ) -> None:
-        """Run the clean-up `steps` CLEAN_UP_AT_ONCE at a time, beginning no batch after
-        the first once `until` (the schedule's next wake) has come.
-
-        A pass holds its schedule: its next tick waits for the pass to end. Clean-up one
-        request after another held an every-second schedule's ticks back by seconds (a
-        pass after a status write deletes and frees some ten Jobs, two requests each;
-        test_random_specs saw a p99 lag of 3.7 s while the API server was busy). What is
-        not begun is left for the next pass, which decides the clean-up again from the
-        Jobs as they are; the first batch is always run, so clean-up keeps up however slow
-        the API server is. A step's error (NotLeader) is raised once its batch ends."""
-        for start in range(0, len(steps), CLEAN_UP_AT_ONCE):
-            if start and until is not None and self.clock.now() >= until:
-                return
-            await _all(*(step() for step in steps[start : start + CLEAN_UP_AT_ONCE]))
 
     async def _claim(
         self, schedule: Mapping[str, Any], decision: Decision, applied: Applied
@@ -614,6 +597,25 @@ class Applier:
             except ApiError as error:
                 logger.warning("releasing %s %s/%s: %s", kind.kind, namespace, name, error)
                 return
+
+
+async def _clean_up(
+    steps: Sequence[Callable[[], Awaitable[object]]], *, until: datetime | None, clock: Clock
+) -> None:
+    """Run the clean-up `steps` CLEAN_UP_AT_ONCE at a time, beginning no batch after
+    the first once `until` (the schedule's next wake) has come.
+
+    A pass holds its schedule: its next tick waits for the pass to end. Clean-up one
+    request after another held an every-second schedule's ticks back by seconds (a
+    pass after a status write deletes and frees some ten Jobs, two requests each;
+    test_random_specs saw a p99 lag of 3.7 s while the API server was busy). What is
+    not begun is left for the next pass, which decides the clean-up again from the
+    Jobs as they are; the first batch is always run, so clean-up keeps up however slow
+    the API server is. A step's error (NotLeader) is raised once its batch ends."""
+    for start in range(0, len(steps), CLEAN_UP_AT_ONCE):
+        if start and until is not None and clock.now() >= until:
+            return
+        await _all(*(step() for step in steps[start : start + CLEAN_UP_AT_ONCE]))
 
 
 async def _all(*steps: Awaitable[object]) -> None:
