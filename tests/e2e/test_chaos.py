@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from .conftest import Cluster
-from .faults import FIRST_FIVE, Campaign, explain, judge, run
+from .faults import FIRST_FIVE, Campaign, explain, explain_lost, judge, run
 from .operators import operators
 
 pytestmark = pytest.mark.e2e
@@ -47,5 +47,5 @@ def test_a_fault_campaign_creates_one_job_per_tick_and_loses_none(
     report = judge(crd, namespace, campaign.log, started, finished)
     print("\n" + report.table)
     assert not report.duplicates, explain(crd, namespace, report.duplicates)
-    assert not report.lost, report.lost
+    assert not report.lost, explain_lost(crd, namespace, report.lost)
     assert sum(campaign.faults.values()) >= count * 0.8

@@ -29,14 +29,15 @@ import random
 import socket
 import threading
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 from chaosnet import DelayProxy
 
 from .conftest import Cluster
-from .faults import KINDS, Campaign, chaos_network, explain, judge, run
-from .operators import operators, wait_until
+from .faults import KINDS, Campaign, chaos_network, committed, explain, explain_lost, judge, run
+from .operators import Create, operators, wait_until
 from .test_fencing import create, fenced, stamped_job  # noqa: F401 - fenced: a fixture
 
 pytestmark = pytest.mark.e2e
@@ -83,7 +84,7 @@ def test_a_fault_campaign_creates_one_job_per_tick_and_loses_none(
     report = judge(crd, namespace, campaign.log, started, finished)
     print("\n" + report.table)
     assert not report.duplicates, explain(crd, namespace, report.duplicates)
-    assert not report.lost, report.lost
+    assert not report.lost, explain_lost(crd, namespace, report.lost)
     assert sum(campaign.faults.values()) >= count * 0.8
     if count >= len(wanted):
         assert set(campaign.faults) == set(wanted), campaign.faults
@@ -119,3 +120,25 @@ def test_the_delay_proxy_holds_answers_only_while_slow() -> None:
         proxy.slow = False
         assert round_trip(b"fast again") < 0.5
     server.close()
+
+
+def test_a_create_answered_504_counts_once_the_job_is_proven_to_exist() -> None:
+    """The oracle's reading of a create whose replica was killed mid-request: the API
+    server commits the Job and records 504. Proven by a later write before the name's next
+    201, it made the Job (and a 201 after that proof is a duplicate); unproven, it did not."""
+    t0 = datetime(2026, 12, 2, 2, 14, 39, tzinfo=UTC)
+
+    def at(seconds: float) -> datetime:
+        return t0 + timedelta(seconds=seconds)
+
+    creates = [
+        Create("c0-1", 504, "punctual/x34", at(0)),  # committed: freed and deleted later
+        Create("c0-2", 504, "punctual/x34", at(0)),  # not committed: made again by x35
+        Create("c0-2", 201, "punctual/x35", at(5)),
+        Create("c0-3", 504, "punctual/x34", at(0)),  # committed, then made again: twice
+        Create("c0-3", 201, "punctual/x35", at(9)),
+        Create("c0-4", 403, "punctual/x33", at(0)),  # fenced, whatever follows
+    ]
+    proofs = {"c0-1": [at(14)], "c0-2": [at(6)], "c0-3": [at(2)], "c0-4": [at(3)]}
+    made = [(c.name, c.code) for c in committed(creates, proofs)]
+    assert made == [("c0-1", 504), ("c0-2", 201), ("c0-3", 504), ("c0-3", 201)]

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
@@ -317,6 +317,8 @@ class Reconciler:
                 return decision.next_wake
             if postponed(self.queue, key, decision, now=self.clock.now()):
                 return routine_wake(decision)
+            if logger.isEnabledFor(logging.DEBUG):
+                logger.debug("%s/%s: %s", *key, trace(body, decision))
             try:
                 applied = await role.applier.apply(
                     body,
@@ -334,6 +336,8 @@ class Reconciler:
             except ApiError as error:  # refused for good (422 by an admission policy, 403)
                 logger.warning("%s/%s: the API server refused a write: %s", *key, error)
                 return self.clock.now() + REFUSED_RETRY
+            if logger.isEnabledFor(logging.DEBUG):
+                logger.debug("%s/%s: applied %s", *key, applied_trace(applied))
             wrote = decision.status is not None or bool(applied.failed)
             self.view.remember(key, uid, applied, wrote_status=wrote)
             if not applied.stale:
@@ -552,3 +556,42 @@ class Reconciler:
 
     def _later(self) -> datetime:
         return self.clock.now() + UNAVAILABLE_RETRY
+
+
+def trace(body: Mapping[str, Any], decision: Decision) -> str:
+    """One line saying what a pass read and what it is about to write (--log-level
+    DEBUG): the cursor, the claim window and the claims in flight, read and decided,
+    and the creates. What the campaign of faults reads to tell how a tick was lost."""
+
+    def claims(status: Mapping[str, Any] | None) -> str:
+        if status is None:
+            return "unwritten"
+        ticks = ",".join(_second(c.get("tick")) for c in status.get("inFlight") or ())
+        return (
+            f"cursor={_second(status.get('lastScheduledTime'))} "
+            f"through={_second(status.get('claimedThrough'))} inFlight=[{ticks}]"
+        )
+
+    creates = _seconds(c.name for c in decision.creates)
+    return (
+        f"rv={body['metadata'].get('resourceVersion')} read {claims(body.get('status') or {})}"
+        f" -> {claims(decision.status)} creates=[{creates}]"
+    )
+
+
+def applied_trace(applied: Applied) -> str:
+    """What applying did, in the trace's terms: a 409, and the creates by outcome."""
+    return (
+        f"stale={applied.stale} created=[{_seconds(j.name for j in applied.created)}] "
+        f"pending=[{_seconds(applied.pending)}] failed=[{_seconds(applied.failed)}]"
+    )
+
+
+def _seconds(names: Iterable[str]) -> str:
+    """Run names (`<schedule>-<unix seconds>`) as the last two digits of their tick."""
+    return ",".join(name.rsplit("-", 1)[-1][-2:] for name in names)
+
+
+def _second(value: object) -> str:
+    """An RFC 3339 instant as its minutes and seconds (the trace's ticks are seconds apart)."""
+    return "-" if not isinstance(value, str) else value[14:19]
