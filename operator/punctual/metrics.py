@@ -152,6 +152,13 @@ class Metrics:
             "next 10 s, such as a first claim) waits behind due writes for a free slot.",
             registry=r,
         )
+        self.cleanup_backlog = Gauge(
+            "punctual_cleanup_backlog",
+            "History clean-up requests (a finished Job beyond its history limits deleted, a "
+            "deleted Job's finalizer freed) that the last pass of their schedule left for a "
+            "later one, its next wake having come first. Rising: clean-up falls behind.",
+            registry=r,
+        )
         self.conflicts = Gauge(
             "punctual_schedule_conflicts",
             "CronSchedules this installation leaves alone because another live installation "

@@ -350,3 +350,4 @@ async def test_clean_up_goes_a_few_at_once_and_begins_none_after_the_next_wake(
     assert sorted(applied.deleted) == sorted(f"nightly-old-{i}" for i in range(done))
     assert sorted(applied.freed) == sorted(applied.deleted)  # each deleted one let go
     assert len(api.items(JOBS)) == 10 - done
+    assert applied.left_for_later == 10 - done  # punctual_cleanup_backlog counts them

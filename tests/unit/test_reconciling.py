@@ -644,3 +644,16 @@ async def test_a_downstream_reads_its_upstream_from_the_view_and_waits_until_syn
     bodies[KEY] = pack(schedule_body(spec))
     await reconciler(KEY)
     assert [c.name for c in applier.decisions[-1].creates] == [n(T0)]
+
+
+async def test_clean_up_left_for_later_is_counted_until_a_pass_does_it() -> None:
+    """`punctual_cleanup_backlog` reads the view: what the last pass of each schedule left
+    of its clean-up (its next wake came first), gone once a pass leaves none."""
+    world = due_now()
+    world.applier.outcomes.append(Applied(left_for_later=6))
+    reconciler, view = world.reconciler()
+    await reconciler(KEY)
+    assert view.cleanup_backlog == {KEY: 6}
+    world.clock.advance(1)
+    await reconciler(KEY)
+    assert KEY not in view.cleanup_backlog

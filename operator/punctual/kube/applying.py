@@ -103,6 +103,9 @@ class Applied:
     deleted: list[str] = field(default_factory=list)
     freed: list[str] = field(default_factory=list)  # our finalizer removed
     failed_pending: list[str] = field(default_factory=list)  # stuck pending: failed by us
+    # Clean-up steps (a Job of history deleted, a Job's finalizer freed) not begun because
+    # the schedule's next wake came first: the next pass decides them again.
+    left_for_later: int = 0
 
 
 def _ignore(_: object) -> None:
@@ -273,7 +276,7 @@ class Applier:
         # 4. History clean-up, and 5. Jobs being deleted whose firing the written status
         #    now records let go: a few at once, and no more begun once the next wake has
         #    come (the rest are decided again by the next pass).
-        await _clean_up(
+        applied.left_for_later = await _clean_up(
             [
                 *(
                     functools.partial(self._prune, namespace, job, applied)
@@ -601,9 +604,10 @@ class Applier:
 
 async def _clean_up(
     steps: Sequence[Callable[[], Awaitable[object]]], *, until: datetime | None, clock: Clock
-) -> None:
+) -> int:
     """Run the clean-up `steps` CLEAN_UP_AT_ONCE at a time, beginning no batch after
-    the first once `until` (the schedule's next wake) has come.
+    the first once `until` (the schedule's next wake) has come; returns how many steps
+    were not begun (`punctual_cleanup_backlog` sums them).
 
     A pass holds its schedule: its next tick waits for the pass to end. Clean-up one
     request after another held an every-second schedule's ticks back by seconds (a
@@ -614,8 +618,9 @@ async def _clean_up(
     the API server is. A step's error (NotLeader) is raised once its batch ends."""
     for start in range(0, len(steps), CLEAN_UP_AT_ONCE):
         if start and until is not None and clock.now() >= until:
-            return
+            return len(steps) - start
         await _all(*(step() for step in steps[start : start + CLEAN_UP_AT_ONCE]))
+    return 0
 
 
 async def _all(*steps: Awaitable[object]) -> None:

@@ -371,6 +371,8 @@ class Operator:
             listed = kind.name in self.workloads.listed
             self.metrics.workload_kinds.labels(kind.name).set(1 if listed else 0)
         self.metrics.conflicts.set(len(self.reconciler.conflicts) if leading else 0)
+        backlog = self.view.cleanup_backlog.values()
+        self.metrics.cleanup_backlog.set(sum(backlog) if leading else 0)
         self.metrics.clock_offset.set(self.clock.offset.total_seconds())
         self.metrics.clock_uncertainty.set(self.clock.uncertainty.total_seconds())
         # Per schedule, only on the replica that leads its shard (the others export none).

@@ -314,6 +314,7 @@ class Reconciler:
             uid = body["metadata"]["uid"]
             decision = self._decide(key, body, uid, epoch, role)
             if not decision.writes:
+                self.view.cleanup_backlog.pop(key, None)  # nothing left to clean up
                 return decision.next_wake
             if postponed(self.queue, key, decision, now=self.clock.now()):
                 return routine_wake(decision)

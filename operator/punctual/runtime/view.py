@@ -63,6 +63,8 @@ class LeaderView:
         # Creates of the last pass that failed for a transient reason (unsettled), by name:
         # the next pass writes its status before trying them again (`Reconciler._decide`).
         self.unsettled: dict[Key, frozenset[str]] = {}
+        # Clean-up steps the last pass left for a later one (`Applied.left_for_later`).
+        self.cleanup_backlog: dict[Key, int] = {}
 
     def clear(self) -> None:
         """Forget everything but the watch's own view (a new leadership starts)."""
@@ -70,6 +72,7 @@ class LeaderView:
         self.unwritten_since.clear()
         self.quiet.clear()
         self.unsettled.clear()
+        self.cleanup_backlog.clear()
         self.created.clear()
         self.deleted.clear()
         self.freed.clear()
@@ -217,6 +220,7 @@ class LeaderView:
         self.unwritten_since.pop(key, None)
         self.quiet.discard(key)
         self.unsettled.pop(key, None)
+        self.cleanup_backlog.pop(key, None)
         return self.uids.pop(key, None)
 
     # -- what our writes did -----------------------------------------------------------
@@ -248,6 +252,10 @@ class LeaderView:
             self.deleted.setdefault(uid, set()).update(applied.deleted)
         if applied.freed:
             self.freed.setdefault(uid, set()).update(applied.freed)
+        if applied.left_for_later:
+            self.cleanup_backlog[key] = applied.left_for_later
+        else:
+            self.cleanup_backlog.pop(key, None)
         if applied.pending:
             self.unsettled[key] = frozenset(applied.pending)
         else:
