@@ -141,7 +141,7 @@ sim: venv ## The deterministic simulator on many seeds (SEEDS=1-50 HOURS=24): pr
 
 .PHONY: e2e
 e2e: venv binaries image ## End-to-end tests against a real control plane (started if not running), the image included
-	PUNCTUAL_IMAGE=$(IMAGE) $(BIN)/pytest tests/e2e -q
+	PUNCTUAL_IMAGE=$(IMAGE) $(BIN)/pytest tests/e2e -q --durations=30
 
 .PHONY: test
 test: lint unit unit-pythons package e2e ## Everything CI runs: lint, unit (3.11, then 3.12 and 3.13), package, then e2e tests

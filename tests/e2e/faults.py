@@ -42,8 +42,8 @@ from .operators import (
     Operators,
     explain_gaps,
     job_creates,
+    later_writes,
     now,
-    parse,
     tick_of,
     wait_until,
 )
@@ -351,27 +351,6 @@ def judge(
         ]
     )
     return Report(table, duplicates, lost)
-
-
-def later_writes(
-    cluster: Cluster, namespace: str, prefixes: tuple[str, ...]
-) -> dict[str, list[datetime]]:
-    """When each Job named with one of `prefixes` was written to successfully by anyone
-    other than a create (the finalizer freed, a delete, the Job controller's status), or
-    refused a create as already there (409): each proves that the Job existed then."""
-    seen: dict[str, list[datetime]] = {}
-    for event in cluster.audit_events():
-        ref = event.get("objectRef") or {}
-        name = ref.get("name", "")
-        if ref.get("resource") != "jobs" or ref.get("namespace") != namespace:
-            continue
-        if not name.startswith(prefixes):
-            continue
-        code = int((event.get("responseStatus") or {}).get("code", 0))
-        create = event.get("verb") == "create"
-        if (not create and 200 <= code < 300) or (create and code == 409):
-            seen.setdefault(name, []).append(parse(event["requestReceivedTimestamp"]))
-    return seen
 
 
 def committed(creates: list[Create], proofs: dict[str, list[datetime]]) -> list[Create]:

@@ -139,18 +139,30 @@ def existed(cluster: Cluster, namespace: str, prefix: str) -> set[str]:
     records it as failed (the request's context ends with the connection): at least once
     is about the Job existing, at most once about 201s (no name is created twice).
     """
-    names = set()
+    created = {c.name for c in job_creates(cluster, namespace) if c.code == 201}
+    proven = set(later_writes(cluster, namespace, (prefix + "-",)))
+    return {name for name in created if name.startswith(prefix + "-")} | proven
+
+
+def later_writes(
+    cluster: Cluster, namespace: str, prefixes: tuple[str, ...]
+) -> dict[str, list[datetime]]:
+    """When each Job named with one of `prefixes` was written to successfully by anyone
+    other than a create (the finalizer freed, a delete, the Job controller's status), or
+    refused a create as already there (409): each proves that the Job existed then."""
+    seen: dict[str, list[datetime]] = {}
     for event in cluster.audit_events():
         ref = event.get("objectRef") or {}
         name = ref.get("name", "")
         if ref.get("resource") != "jobs" or ref.get("namespace") != namespace:
             continue
-        if not name.startswith(prefix + "-"):
+        if not name.startswith(prefixes):
             continue
         code = int((event.get("responseStatus") or {}).get("code", 0))
-        if 200 <= code < 300 or (event.get("verb") == "create" and code == 409):
-            names.add(name)
-    return names
+        create = event.get("verb") == "create"
+        if (not create and 200 <= code < 300) or (create and code == 409):
+            seen.setdefault(name, []).append(parse(event["requestReceivedTimestamp"]))
+    return seen
 
 
 def explain_gaps(
