@@ -343,7 +343,8 @@ def judge(
     table = "\n".join(
         [
             f"fault campaign: {(finished - started).total_seconds():.0f} s, "
-            f"{total} faults of {len(faults)} kinds",
+            f"{total} faults of {len(faults)} kinds; "
+            f"{sum(c.code != 201 for c in creates)} Jobs made by a create answered 5xx",
             "| fault | count | Jobs created | duplicates | lost ticks | stale creates fenced "
             "| lag p50 | lag p99 |",
             "|---|---|---|---|---|---|---|---|",
