@@ -36,6 +36,7 @@ from punctual.runtime.reconciling import (
     Reconciler,
     Role,
     Roles,
+    trace,
 )
 from punctual.runtime.view import LeaderView
 from tests.unit.fakeapi import FakeApi
@@ -657,3 +658,17 @@ async def test_clean_up_left_for_later_is_counted_until_a_pass_does_it() -> None
     world.clock.advance(1)
     await reconciler(KEY)
     assert KEY not in view.cleanup_backlog
+
+
+async def test_the_debug_trace_says_the_claims_read_and_decided_and_the_creates() -> None:
+    """`--log-level DEBUG`'s line for a pass: what the campaign of faults reads to tell
+    how a tick went."""
+    world = due_now()
+    reconciler, _ = world.reconciler()
+    await reconciler(KEY)
+    [decision] = world.applier.decisions
+    line = trace(world.body, decision)
+    tick = T0.strftime("%M:%S")
+    assert line.startswith("rv=") and " read cursor=- through=- inFlight=[] -> " in line
+    assert f"inFlight=[{tick}]" in line.split(" -> ")[1]  # the claim, before its create
+    assert line.endswith(f"creates=[{n(T0)[-2:]}]")
