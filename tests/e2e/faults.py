@@ -44,6 +44,7 @@ from .operators import (
     job_creates,
     later_writes,
     now,
+    present,
     tick_of,
     wait_until,
 )
@@ -293,7 +294,10 @@ def judge(
     after a fault (until the next one began) are counted against its kind."""
     ours = tuple(f"{name}-" for name in SCHEDULES)  # not the fencing probe
     every_create = [c for c in job_creates(cluster, namespace) if c.name.startswith(ours)]
-    creates = committed(every_create, later_writes(cluster, namespace, ours))
+    proofs = later_writes(cluster, namespace, ours)
+    for name in present(cluster, namespace, ours):  # there still: it exists now
+        proofs.setdefault(name, []).append(now())
+    creates = committed(every_create, proofs)
     counts = Counter(c.name for c in creates)
     duplicates = {name: n for name, n in counts.items() if n > 1}
     lost: dict[str, list[str]] = {}
@@ -359,7 +363,8 @@ def committed(creates: list[Create], proofs: dict[str, list[datetime]]) -> list[
     write to the Job before the next create of its name answered 201. A replica killed
     mid-create leaves its request to end with the connection: the API server commits
     the Job and records 504 (the kill -9 campaign counted 17 ticks of 40 faults as lost
-    so, every one of them a Job later freed and deleted, most run to completion)."""
+    so, every one of them a Job later freed and deleted, most run to completion). A Job
+    still there at the end is its own proof (`judge` adds it at the time it looked)."""
     made: list[Create] = []
     for i, c in enumerate(creates):
         if c.code == 201:

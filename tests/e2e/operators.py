@@ -137,11 +137,21 @@ def existed(cluster: Cluster, namespace: str, prefix: str) -> set[str]:
 
     A create whose client is killed mid-request can be committed while the API server
     records it as failed (the request's context ends with the connection): at least once
-    is about the Job existing, at most once about 201s (no name is created twice).
+    is about the Job existing, at most once about 201s (no name is created twice). Such a
+    Job that nobody wrote to since is proven by being there still (`present`).
     """
     created = {c.name for c in job_creates(cluster, namespace) if c.code == 201}
     proven = set(later_writes(cluster, namespace, (prefix + "-",)))
+    proven |= present(cluster, namespace, (prefix + "-",))
     return {name for name in created if name.startswith(prefix + "-")} | proven
+
+
+def present(cluster: Cluster, namespace: str, prefixes: tuple[str, ...]) -> set[str]:
+    """The Jobs named with one of `prefixes` that exist now."""
+    out = cluster.kubectl(
+        "get", "jobs", "-n", namespace, "-o", "jsonpath={.items[*].metadata.name}", check=False
+    )
+    return {name for name in out.stdout.split() if name.startswith(prefixes)}
 
 
 def later_writes(
