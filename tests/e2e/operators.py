@@ -140,10 +140,9 @@ def existed(cluster: Cluster, namespace: str, prefix: str) -> set[str]:
     is about the Job existing, at most once about 201s (no name is created twice). Such a
     Job that nobody wrote to since is proven by being there still (`present`).
     """
-    created = {c.name for c in job_creates(cluster, namespace) if c.code == 201}
-    proven = set(later_writes(cluster, namespace, (prefix + "-",)))
-    proven |= present(cluster, namespace, (prefix + "-",))
-    return {name for name in created if name.startswith(prefix + "-")} | proven
+    prefixes = (prefix + "-",)
+    proven = set(later_writes(cluster, namespace, prefixes, creates=True))
+    return proven | present(cluster, namespace, prefixes)
 
 
 def present(cluster: Cluster, namespace: str, prefixes: tuple[str, ...]) -> set[str]:
@@ -155,11 +154,12 @@ def present(cluster: Cluster, namespace: str, prefixes: tuple[str, ...]) -> set[
 
 
 def later_writes(
-    cluster: Cluster, namespace: str, prefixes: tuple[str, ...]
+    cluster: Cluster, namespace: str, prefixes: tuple[str, ...], *, creates: bool = False
 ) -> dict[str, list[datetime]]:
     """When each Job named with one of `prefixes` was written to successfully by anyone
     other than a create (the finalizer freed, a delete, the Job controller's status), or
-    refused a create as already there (409): each proves that the Job existed then."""
+    refused a create as already there (409): each proves that the Job existed then.
+    With `creates`, its creates answered 2xx too (for "it existed" at any time)."""
     seen: dict[str, list[datetime]] = {}
     for event in cluster.audit_events():
         ref = event.get("objectRef") or {}
@@ -170,7 +170,7 @@ def later_writes(
             continue
         code = int((event.get("responseStatus") or {}).get("code", 0))
         create = event.get("verb") == "create"
-        if (not create and 200 <= code < 300) or (create and code == 409):
+        if ((creates or not create) and 200 <= code < 300) or (create and code == 409):
             seen.setdefault(name, []).append(parse(event["requestReceivedTimestamp"]))
     return seen
 
