@@ -191,6 +191,10 @@ bench-render: venv ## Rebuild a results folder's results.md (and skew.png, shard
 bench-planning: venv ## Print the planner's cost per schedule (µs)
 	$(BIN)/python bench/planning_bench.py
 
+.PHONY: bench-memory
+bench-memory: venv ## Print a schedule's cost to a replica's heap and the CPU of packing it, this tree against a baseline commit (BASELINE=rev); no cluster
+	$(BIN)/python bench/memory_bench.py $(if $(BASELINE),--baseline $(BASELINE))
+
 .PHONY: clean
 clean: cluster-down ## Remove the virtualenv and local state (the binary cache stays)
 	rm -rf $(VENV) .venv-3.* dist build $(CLUSTER_DIR) .pytest_cache .mypy_cache .ruff_cache

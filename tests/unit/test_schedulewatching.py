@@ -4,6 +4,7 @@ nothing else), and what it tells of a list, a watch and a relist after 410 Gone.
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 from collections.abc import Mapping
 from typing import Any
@@ -68,6 +69,27 @@ def test_unpacking_gives_a_fresh_body_each_time() -> None:
 def test_a_packed_schedule_is_several_times_smaller_than_its_dicts() -> None:
     packed = pack(BODY)
     assert deep_size(unpack(packed)) > 3 * sys.getsizeof(packed)
+
+
+def test_a_busy_schedule_packs_to_under_a_third_of_its_compact_json() -> None:
+    busy = json.loads(json.dumps(BODY))
+    busy["status"]["recentFirings"] = [
+        {"tick": f"2026-11-25T02:{m:02d}:00Z", "job": f"nightly-{1764036000 + 60 * m}",
+         "outcome": "Succeeded", "epoch": 7}
+        for m in range(20)
+    ]  # fmt: skip
+    text = json.dumps(unpack(pack(busy)), separators=(",", ":")).encode()
+    assert len(pack(busy)) * 3 < len(text)
+
+
+def test_a_body_beyond_the_deflate_window_and_any_text_come_back_whole() -> None:
+    large = json.loads(json.dumps(BODY))
+    large["metadata"]["annotations"]["note"] = "Zeitplan für Größe ✓ " * 2000  # 40 KB
+    large["spec"]["jobTemplate"]["spec"]["template"] = {"x": list(range(3000))}
+    assert unpack(pack(large)) == {
+        **large,
+        "metadata": {k: v for k, v in large["metadata"].items() if k != "managedFields"},
+    }
 
 
 # -- the index, followed without kopf ---------------------------------------------------

@@ -43,7 +43,7 @@ def _version_number(text: object) -> int:
 class LeaderView:
     def __init__(
         self,
-        schedules: Mapping[Key, str],
+        schedules: Mapping[Key, bytes],
         jobs: Mapping[str, list[JobSnapshot]],
         uids: Mapping[Key, str] | None = None,
         versions: Mapping[Key, str] | None = None,
