@@ -13,8 +13,11 @@ they share, so that a new shell test starts from an API server that already beha
   patch that would change the uid; the `status` subresource; JSON merge patch (and
   the `$deleteFromPrimitiveList` directive of a strategic one); finalizers that keep a
   deleted object until they are removed; lists with a `labelSelector` (equality and
-  `in` terms) and `limit`/`continue` paging (the token is the offset into the list, as
-  a string);
+  `in` terms), a `fieldSelector` of equality terms on `metadata.name`,
+  `metadata.namespace`, an Event's `involvedObject.uid` and the fields a test makes
+  selectable (`selectable`, as a CRD's selectableFields do; any other field answers
+  400, as the real one does) and
+  `limit`/`continue` paging (the token is the offset into the list, as a string);
 - a test scripts the answer or failure of the next matching request (`fail`,
   `answer`, `script_list`), the events of the next matching watch (`script_watch`),
   cuts a client off (`cut`) or slows every request (`latency`, on simulated time:
@@ -147,6 +150,14 @@ class _Watch:
         )
 
 
+def _field(obj: Body, path: str) -> str:
+    """A field selector's value of `obj` (`status.nextScheduleMinute`): "" when absent."""
+    value: Any = obj
+    for part in path.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return "" if value is None else str(value)
+
+
 def _terms(selector: str) -> list[str]:
     """A selector's terms: split at the commas outside parentheses."""
     terms, depth, term = [], 0, ""
@@ -218,6 +229,8 @@ class FakeApi(Client):
         self.requests: list[Request] = []
         self.cut: set[str] = set()  # clients whose every request fails at once
         self.latency = 0.0  # simulated seconds each request takes to arrive
+        # The fields a list's fieldSelector may name: every kind's, and an Event's object.
+        self.selectable = {"metadata.name", "metadata.namespace", "involvedObject.uid"}
         self._version = 0
         self._uids = itertools.count(1)
         self._scripted: list[_Scripted] = []
@@ -351,7 +364,15 @@ class FakeApi(Client):
 
     def _list(self, where: Where, params: Mapping[str, str]) -> Body:
         selector = params.get("labelSelector", "")
-        items = [item for item in self.items(where.collection) if selected(item, selector)]
+        fields = [t.split("=", 1) for t in params.get("fieldSelector", "").split(",") if t]
+        for name, _ in fields:
+            if name not in self.selectable:
+                raise ApiError(400, "BadRequest", f'field label not supported: "{name}"')
+        items = [
+            item
+            for item in self.items(where.collection)
+            if selected(item, selector) and all(_field(item, n) == v for n, v in fields)
+        ]
         start = int(params.get("continue") or 0)
         end = start + int(params["limit"]) if params.get("limit") else len(items)
         meta: Body = {"resourceVersion": self.resource_version}

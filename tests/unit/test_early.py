@@ -11,12 +11,12 @@ when leadership lapsed during the reads; and it stops once the lists are in.
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
-from punctual.core.early import due_soon
+from punctual.core.early import due_minutes, due_soon
 from punctual.kube.applying import schedule_path
 from punctual.kube.client import Unavailable
 from punctual.kube.jobwatching import JobIndex
@@ -194,3 +194,13 @@ async def test_jobs_listed_early_are_ignored_once_the_namespaces_list_is_in() ->
     s.jobs.listed(NS, {s.jobs.index["u-a"][0].uid})
     s.jobs.put_early(NS, "u-a", [])  # would drop a-1: the watch keeps it instead
     assert [j.name for j in s.jobs.index["u-a"]] == ["a-1"]
+
+
+def test_the_minutes_listed_first_are_now_then_behind_then_ahead() -> None:
+    now = datetime(2026, 12, 2, 10, 35, 42, tzinfo=UTC)
+    minutes = due_minutes(now, behind=timedelta(minutes=3), ahead=timedelta(minutes=2))
+    assert minutes == [
+        "2026-12-02T10:35:00Z",
+        "2026-12-02T10:34:00Z", "2026-12-02T10:33:00Z", "2026-12-02T10:32:00Z",
+        "2026-12-02T10:36:00Z", "2026-12-02T10:37:00Z",
+    ]  # fmt: skip

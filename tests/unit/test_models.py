@@ -250,3 +250,13 @@ def test_spec_enums_defaults_and_bounds_match_the_crd() -> None:
             if key in schema
         }
         assert _model_constraints(model[name]) == wanted, name
+
+
+def test_a_dumped_status_names_the_minute_of_its_next_tick_beside_it() -> None:
+    from punctual.core.models import CronScheduleStatus, dump_status
+
+    upcoming = datetime(2026, 12, 2, 10, 35, 42, 500000, tzinfo=UTC)
+    dumped = dump_status(CronScheduleStatus(next_schedule_time=upcoming))
+    assert dumped["nextScheduleTime"] == "2026-12-02T10:35:42.500000Z"
+    assert dumped["nextScheduleMinute"] == "2026-12-02T10:35:00Z"
+    assert "nextScheduleMinute" not in dump_status(CronScheduleStatus())

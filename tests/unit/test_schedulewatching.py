@@ -214,3 +214,76 @@ async def test_a_new_leader_looks_at_what_is_due_before_the_never_decided() -> N
     index, _ = await follow(api)
     names = [name for _, name in index.soonest_first("2026-11-26T16:30:10Z")]
     assert names == ["overdue", "due", "new", "hourly", "yearly"]
+
+
+# -- the schedules due soon, before the first list -------------------------------------
+
+
+def due_at(name: str, minute: str | None, rv: str) -> dict[str, Any]:
+    body = schedule(name, rv)
+    if minute is not None:
+        body["status"] = {"nextScheduleTime": minute, "nextScheduleMinute": minute}
+    return body
+
+
+def due_api() -> FakeApi:
+    api = FakeApi()
+    api.selectable.add("status.nextScheduleMinute")
+    api.put(f"{SCHEDULES}/soon", due_at("soon", "2026-12-02T10:35:00Z", "20"))
+    api.put(f"{SCHEDULES}/later", due_at("later", "2026-12-02T11:35:00Z", "21"))
+    api.put(f"{SCHEDULES}/new", due_at("new", None, "22"))
+    return api
+
+
+async def test_the_schedules_due_in_the_minutes_asked_are_taken_before_the_list() -> None:
+    told: list[tuple[Key, str | None]] = []
+
+    def tell(key: Key, body: Mapping[str, Any] | None) -> None:
+        told.append((key, None if body is None else "seen"))
+
+    index = ScheduleIndex(due_api(), [NS], tell)
+    taken = await index.list_due(["2026-12-02T10:35:00Z", "2026-12-02T10:36:00Z"])
+    assert taken == 1
+    assert list(index) == [(NS, "soon")] and told == [((NS, "soon"), "seen")]
+    assert index.soonest_first("2026-12-02T10:40:00Z") == [(NS, "soon")]
+
+
+async def test_the_first_lists_older_copy_does_not_replace_the_one_taken_early() -> None:
+    told: list[tuple[Key, str | None]] = []
+
+    def tell(key: Key, body: Mapping[str, Any] | None) -> None:
+        told.append((key, None if body is None else body["metadata"]["resourceVersion"]))
+
+    index = ScheduleIndex(due_api(), [NS], tell)
+    await index.list_due(["2026-12-02T10:35:00Z"])
+    index.changed(due_at("soon", "2026-12-02T10:34:00Z", "7"))  # the list, as of before
+    assert unpack(index[(NS, "soon")])["metadata"]["resourceVersion"] == "20"
+    index.changed(due_at("soon", "2026-12-02T10:37:00Z", "25"))  # the watch, since
+    assert unpack(index[(NS, "soon")])["metadata"]["resourceVersion"] == "25"
+    index.changed(due_at("soon", "2026-12-02T10:36:00Z", "24"))  # no early copy now
+    assert unpack(index[(NS, "soon")])["metadata"]["resourceVersion"] == "24"
+    assert told == [((NS, "soon"), "20"), ((NS, "soon"), "25"), ((NS, "soon"), "24")]
+
+
+async def test_nothing_is_taken_once_the_index_is_whole_or_holds_it_as_new() -> None:
+    index = ScheduleIndex(due_api(), [NS], lambda k, b: None)
+    index.changed(due_at("soon", "2026-12-02T10:35:00Z", "20"))
+    assert await index.list_due(["2026-12-02T10:35:00Z"]) == 0
+    index.ready.set()
+    index.changed(due_at("soon", "2026-12-02T10:35:00Z", "3"))  # (a relist after a restore)
+    assert await index.list_due(["2026-12-02T10:35:00Z"]) == 0
+    assert unpack(index[(NS, "soon")])["metadata"]["resourceVersion"] == "3"
+
+
+async def test_an_api_server_that_cannot_select_on_the_minute_leaves_the_list_to_find_them(
+    caplog: Any,
+) -> None:
+    api = due_api()
+    api.selectable.discard("status.nextScheduleMinute")
+    index = ScheduleIndex(api, [NS], lambda k, b: None)
+    with caplog.at_level("INFO", logger="punctual"):
+        taken = await index.list_due(["2026-12-02T10:35:00Z", "2026-12-02T10:36:00Z"])
+    assert taken == 0 and len(index) == 0
+    said = [r.getMessage() for r in caplog.records if "not selectable" in r.getMessage()]
+    assert len(said) == 1 and "field label not supported" in said[0], said
+    assert [r.params["resourceVersion"] for r in api.requests] == ["0", "0"]

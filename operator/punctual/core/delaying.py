@@ -162,7 +162,14 @@ _BOOKKEEPING = (
 
 
 # The cursor's fields, bookkeeping only when it moves over ticks claimed ahead.
-_CURSOR = ("lastScheduledTime", "nextScheduleTime", "upcomingTicks", "runs", "runsRemaining")
+_CURSOR = (
+    "lastScheduledTime",
+    "nextScheduleTime",
+    "nextScheduleMinute",
+    "upcomingTicks",
+    "runs",
+    "runsRemaining",
+)
 
 
 def _beyond(status: Mapping[str, Any], bookkeeping: tuple[str, ...]) -> dict[str, Any]:

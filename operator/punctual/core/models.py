@@ -510,9 +510,20 @@ def parse_status(body: Mapping[str, Any]) -> CronScheduleStatus:
 
 
 def dump_status(status: CronScheduleStatus) -> dict[str, Any]:
-    """The status as the API wants it: camelCase keys, RFC 3339 strings, no nulls."""
+    """The status as the API wants it: camelCase keys, RFC 3339 strings, no nulls; with
+    `nextScheduleMinute` beside `nextScheduleTime` (`minute_of`)."""
     dumped: dict[str, Any] = status.model_dump(mode="json", by_alias=True, exclude_none=True)
+    upcoming = dumped.get("nextScheduleTime")
+    if upcoming is not None:
+        dumped["nextScheduleMinute"] = minute_of(upcoming)
     return dumped
+
+
+def minute_of(text: str) -> str:
+    """An RFC 3339 UTC instant as `format_time` writes it, cut to its minute: the value
+    of status.nextScheduleMinute, which the API server selects on (kube.schedulewatching,
+    `list_due`)."""
+    return text[:16] + ":00Z"
 
 
 def dump_spec(spec: CronScheduleSpec) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from typing import Any
 from aiohttp import web
 
 from punctual.clocks import ServerClock, first_of
+from punctual.core.early import HORIZON, due_minutes
 from punctual.core.groups import placement_of
 from punctual.core.jobs import JobSnapshot
 from punctual.core.pending import pending_seconds
@@ -392,6 +393,20 @@ class Operator:
         self.synced.set()
         logger.info("listed %d CronSchedules and their Jobs", len(self.schedules))
 
+    async def _list_due_first(self) -> None:
+        """Before the whole list: the schedules due soon, found by the minute of their
+        next tick (`ScheduleIndex.list_due`), so that those the list brings last are
+        decided early too (runtime.early). Only with one shard, as early decisions."""
+        if self.options.shards > 1 or self.schedules.ready.is_set():
+            return
+        behind = HORIZON + timedelta(seconds=self.options.claim_window)
+        try:
+            found = await self.schedules.list_due(due_minutes(self.clock.now(), behind=behind))
+        except Exception:  # best effort: the whole list finds them all the same
+            logger.exception("listing the CronSchedules due soon failed")
+            return
+        logger.info("listed %d CronSchedules due soon before the whole list", found)
+
     async def _limit_early(self, stop: asyncio.Event) -> None:
         """Lists not in within EARLY_LIMIT (RBAC refusing one namespace, a list that
         never completes): release the Leases and take none until they are in. Such a
@@ -446,6 +461,7 @@ class Operator:
             "synced": self._notify_when_synced(),
             "signals": self._take_back_signals(stop),
             "early decisions": self.early.run(stop, self.synced),
+            "schedules due first": self._list_due_first(),
             "early limit": self._limit_early(stop),
         }
         stopping = {name: asyncio.create_task(c, name=name) for name, c in releasing.items()}

@@ -166,9 +166,9 @@ class LeaderView:
         if watched is None:
             self.written.pop(key, None)
             return None
-        uid = watched["metadata"]["uid"]
+        uid: str = watched["metadata"]["uid"]
         indexed = None if self._uids is None else self._uids.get(key)
-        self.uids[key] = indexed if indexed == uid else uid  # the index's string, not a copy
+        self.uids[key] = indexed if indexed is not None and indexed == uid else uid  # not a copy
         same = ours is not None and ours["metadata"].get("uid") == watched["metadata"].get("uid")
         if same and _resource_version(ours) > _resource_version(watched):
             return ours
