@@ -286,4 +286,13 @@ async def test_an_api_server_that_cannot_select_on_the_minute_leaves_the_list_to
     assert taken == 0 and len(index) == 0
     said = [r.getMessage() for r in caplog.records if "not selectable" in r.getMessage()]
     assert len(said) == 1 and "field label not supported" in said[0], said
-    assert [r.params["resourceVersion"] for r in api.requests] == ["0", "0"]
+    assert [r.params["limit"] for r in api.requests] == ["100", "100"]  # paged
+
+
+async def test_a_minute_that_holds_many_schedules_is_listed_in_pages() -> None:
+    api = due_api()
+    for i in range(150):  # a New Year's minute of yearly schedules
+        api.put(f"{SCHEDULES}/y{i:03d}", due_at(f"y{i:03d}", "2027-01-01T00:00:00Z", str(100 + i)))
+    index = ScheduleIndex(api, [NS], lambda k, b: None)
+    assert await index.list_due(["2027-01-01T00:00:00Z"]) == 150
+    assert [r.params.get("continue") for r in api.requests] == [None, "100"]

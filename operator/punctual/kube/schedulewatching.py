@@ -31,7 +31,7 @@ from typing import Any
 
 from punctual.core.early import MINUTE_FIELD
 from punctual.kube.client import Api, ApiError
-from punctual.kube.following import Follower, without_managed_fields
+from punctual.kube.following import LIST_PAGE, Follower, without_managed_fields
 
 logger = logging.getLogger("punctual")
 
@@ -157,13 +157,14 @@ class ScheduleIndex(Mapping[Key, bytes]):
 
     async def list_due(self, minutes: list[str]) -> int:
         """The schedules whose status.nextScheduleMinute is one of `minutes`, listed by
-        field selector from the API server's cache and taken into the index before the
-        first list brings them (a list of 100 000 takes a minute; these take a request a
-        minute each, all at once). Each is taken only if the index holds no newer copy,
-        and kept against the first list's older one. Returns how many were taken. An
-        API server that does not select on the field (before Kubernetes 1.31, or a CRD
-        without the selectableFields entry) answers 400: nothing is taken, and the due
-        schedules wait for the whole list, as before it existed."""
+        field selector (in pages, served from the API server's cache) and taken into the
+        index before the first list brings them: a list of 100 000 takes a minute, these
+        a request a minute each, all at once. Each is taken only if the index is not
+        whole yet and holds no copy as new, and it is kept against the first list's
+        older one. Returns how many were taken. An API server that does not select on
+        the field (before Kubernetes 1.31, or a CRD without the selectableFields entry)
+        answers 400: nothing is taken, and the due schedules wait for the whole list, as
+        before this existed."""
         scopes: list[str | None] = list(self.follower.namespaces) or [None]
         found = await asyncio.gather(
             *(self._list_minute(scope, minute) for scope in scopes for minute in minutes)
@@ -171,31 +172,42 @@ class ScheduleIndex(Mapping[Key, bytes]):
         return sum(found)
 
     async def _list_minute(self, namespace: str | None, minute: str) -> int:
-        selector = f"{MINUTE_FIELD}={minute}"
-        try:
-            body = await self.follower.api.get(
-                self.path(namespace), fieldSelector=selector, resourceVersion="0"
-            )
-        except ApiError as error:
-            if error.status != 400:
-                logger.warning("listing CronSchedules due at %s first: %s", minute, error)
-            elif not self._unselectable:
-                self._unselectable = True
-                why = "the due ones wait for the whole list"
-                logger.info("CronSchedules not selectable by %s (%s): %s", MINUTE_FIELD, error, why)
-            return 0
+        """One minute's schedules, in pages (a minute can hold them all: a yearly
+        schedule's New Year), each taken as it comes."""
+        params = {"fieldSelector": f"{MINUTE_FIELD}={minute}", "limit": str(LIST_PAGE)}
         taken = 0
-        for item in body.get("items") or []:
-            meta = item.get("metadata") or {}
-            key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
-            held = self.versions.get(key)
-            newer = held is None or _number(held) < _number(meta.get("resourceVersion"))
-            if self.ready.is_set() or not newer:
-                continue  # the index is whole, or holds it as new already
-            self._put(item)
-            self._early.add(key)
-            taken += 1
+        while not self.ready.is_set():
+            try:
+                body = await self.follower.api.get(self.path(namespace), **params)
+            except ApiError as error:
+                if error.status != 400:
+                    logger.warning("listing CronSchedules due at %s first: %s", minute, error)
+                elif not self._unselectable:
+                    self._unselectable = True
+                    why = "the due ones wait for the whole list"
+                    logger.info(
+                        "CronSchedules not selectable by %s (%s): %s", MINUTE_FIELD, error, why
+                    )
+                return taken
+            for item in body.get("items") or []:
+                taken += self._offer(item)
+            token = (body.get("metadata") or {}).get("continue")
+            if not token:
+                break
+            params["continue"] = str(token)
         return taken
+
+    def _offer(self, item: dict[str, Any]) -> int:
+        """Take `item` if the index is not whole yet and holds no copy as new (1), else 0."""
+        meta = item.get("metadata") or {}
+        key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
+        held = self.versions.get(key)
+        newer = held is None or _number(held) < _number(meta.get("resourceVersion"))
+        if self.ready.is_set() or not newer:
+            return 0
+        self._put(item)
+        self._early.add(key)
+        return 1
 
     # -- kube.following.Collection ----------------------------------------------------
 
