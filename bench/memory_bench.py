@@ -39,7 +39,6 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
 DEFAULT_BASELINE = "aece580"  # the index before packed bodies were deflated
 CASES = ("never decided", "idle", "busy")
 
@@ -158,15 +157,6 @@ def child(case: str, n: int) -> None:
     }))  # fmt: skip
 
 
-def _tree(rev: str) -> Path:
-    if not rev:
-        return REPO
-    sys.path.insert(0, str(HERE))
-    from source import extract
-
-    return extract(rev)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--baseline", default=DEFAULT_BASELINE)
@@ -176,9 +166,12 @@ def main() -> None:
     if args.child:
         child(args.child, args.schedules)
         return
+    sys.path.insert(0, str(HERE))
+    from source import extract
+
     results: dict[str, dict[str, Any]] = {}
     for label, rev in (("baseline", args.baseline), ("this tree", "")):
-        tree = _tree(rev)
+        tree = extract(rev)  # the work tree itself for ""
         env = {"PYTHONPATH": str(tree / "operator"), "PATH": "/usr/bin:/bin"}
         for case in CASES:
             command = [sys.executable, __file__, "--child", case]
