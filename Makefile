@@ -195,6 +195,10 @@ bench-planning: venv ## Print the planner's cost per schedule (µs)
 bench-memory: venv ## Print a schedule's cost to a replica's heap and the CPU of packing it, this tree against a baseline commit (BASELINE=rev); no cluster
 	$(BIN)/python bench/memory_bench.py $(if $(BASELINE),--baseline $(BASELINE))
 
+.PHONY: bench-json
+bench-json: venv ## Print the client's JSON cost (orjson) against the standard library's on a firing's bodies, in one run; no cluster
+	$(BIN)/python bench/json_bench.py
+
 .PHONY: clean
 clean: cluster-down ## Remove the virtualenv and local state (the binary cache stays)
 	rm -rf $(VENV) .venv-3.* dist build $(CLUSTER_DIR) .pytest_cache .mypy_cache .ruff_cache
