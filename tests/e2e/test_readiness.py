@@ -13,7 +13,8 @@ schedules (a list that takes seconds) and one that fires every second, listed fi
 2. A second replica, Ready, stands by; a third starts and the leader stops (releasing
    the Lease) while the third lists: the second, whose index is whole, takes the Lease,
    never the third.
-3. Everything stopped, one new replica: it fires the every-second schedules before its
+3. Once a leader has decided both every-second schedules (a never-decided one has no
+   minute to be found by), everything stopped, one new replica: it fires them before its
    own list is in: the one on the list's first page, and the one on its last, found by
    the minute of its next tick (status.nextScheduleMinute, a selectable field). Sampled
    in the order that makes a violation no race: the Jobs first, then the replica's
@@ -24,6 +25,7 @@ Figures (how long the list took, how many samples) are printed with `-s`.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
 from pathlib import Path
@@ -34,6 +36,7 @@ import pytest
 from punctual.kube.client import KubeClient, NotFound
 
 from .bulk import create_rare, delete_rare
+from .bulk import path as bulk_path
 from .conftest import Cluster
 from .operators import operators, wait_until
 from .test_operator import apply, schedule
@@ -51,6 +54,22 @@ async def holder_of(api: KubeClient, namespace: str) -> str:
     with contextlib.suppress(NotFound):
         return str((await api.get(lease)).get("spec", {}).get("holderIdentity") or "")
     return ""
+
+
+async def wait_for_minutes(
+    api: KubeClient, namespace: str, names: tuple[str, ...], timeout: float
+) -> None:
+    """Until each schedule's status has a nextScheduleMinute (`timeout` seconds at most)."""
+    began = time.monotonic()
+    missing: list[str] = list(names)
+    while missing and time.monotonic() - began < timeout:
+        missing = []
+        for name in names:
+            body = await api.get(f"{bulk_path(namespace)}/{name}")
+            if not (body.get("status") or {}).get("nextScheduleMinute"):
+                missing.append(name)
+        await asyncio.sleep(0.5)
+    assert not missing, f"{missing} never decided in {timeout:.0f}s"
 
 
 async def beat_jobs_by(
@@ -123,6 +142,11 @@ async def test_readyz_waits_for_the_index_and_a_free_lease_goes_to_a_whole_one_f
                 assert r3.proc.poll() is None, r3.output()
             assert holders and holders[-1] == "r2", holders[-5:]
             assert await holder_of(api, namespace) == "r2"
+            # Both beats decided by a leader, so that each status names the minute of
+            # its next tick: a schedule never decided has none to be found by and waits
+            # for the whole list, behind the 20 000 first passes (r1 may not have reached
+            # the last page's beat before it stopped).
+            await wait_for_minutes(api, namespace, (BEAT, LAST_BEAT), 180)
 
             # 3. A new replica alone fires what is due before its list is in.
             assert r3.stop() == 0 and r2.stop() == 0
