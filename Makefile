@@ -199,6 +199,10 @@ bench-memory: venv ## Print a schedule's cost to a replica's heap and the CPU of
 bench-json: venv ## Print the client's JSON cost (orjson) against the standard library's on a firing's bodies, in one run; no cluster
 	$(BIN)/python bench/json_bench.py
 
+.PHONY: bench-writes
+bench-writes: venv ## Print a firing's writes by verb once every Job has been deleted and let go (the simulator, hours of simulated time); no cluster
+	$(BIN)/python bench/writes_bench.py
+
 .PHONY: clean
 clean: cluster-down ## Remove the virtualenv and local state (the binary cache stays)
 	rm -rf $(VENV) .venv-3.* dist build $(CLUSTER_DIR) .pytest_cache .mypy_cache .ruff_cache

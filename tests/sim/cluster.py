@@ -6,8 +6,9 @@ the fencing ValidatingAdmissionPolicy (crds/fencing.punctual.dev.yaml: a Job who
 leader and epoch annotations are not the Fence's is refused, 403 "punctual fencing"),
 `creationTimestamp` by the server's clock, `metadata.generation` that moves with the
 spec, a replica whose requests are held while it is paused (a SIGSTOP between
-"I lead" and the request arriving), and a Job controller that finishes Jobs: each
-succeeds, fails, stays pending or runs long, by the seed.
+"I lead" and the request arriving), a Job controller that finishes Jobs (each
+succeeds, fails, stays pending or runs long, by the seed), and the TTL controller that
+deletes the finished Jobs of a template with ttlSecondsAfterFinished.
 
 `SimApi` subclasses `FakeApi` (the unit tests' server is left as it is); every accepted
 Job create is told to `on_create` at the instant it is accepted, with the Lease as the
@@ -125,6 +126,11 @@ class SimApi(FakeApi):
         assert not self.latency, "the simulator's server answers at once"
         self._by = by
         return await super()._serve(by, verb, path, params, body)
+
+    def delete_now(self, path: str) -> None:
+        """Delete the object at `path` as a controller of the server's would (the TTL
+        controller): finalizers kept, no replica's request."""
+        self._do("delete", path, {}, None)
 
     # -- what the real server does besides ---------------------------------------------
 
@@ -245,6 +251,9 @@ class JobController:
     mean_run: float = 60.0  # seconds a typical run takes
     fates: dict[str, Fate] = field(default_factory=dict)  # by object path
     weights: tuple[float, float, float, float] = (0.6, 0.2, 0.05, 0.15)
+    # The TTL-after-finished controller's: when each finished Job with
+    # spec.ttlSecondsAfterFinished is deleted (by the server, not by a replica).
+    expiring: dict[str, datetime] = field(default_factory=dict)
 
     def created(self, accepted: Accepted) -> None:
         meta = accepted.body["metadata"]
@@ -264,10 +273,19 @@ class JobController:
     def next_event(self) -> datetime | None:
         times = [f.start for f in self.fates.values() if not f.started]
         times += [f.end for f in self.fates.values() if f.started]
+        times += list(self.expiring.values())
         return min(times, default=None)
 
     def run_due(self, now: datetime) -> None:
-        """Write the status of every Job whose pod started or whose run ended by `now`."""
+        """Write the status of every Job whose pod started or whose run ended by `now`;
+        delete each whose ttlSecondsAfterFinished has passed, as the TTL controller does
+        (a finalizer keeps it, deleting, until its holder lets go)."""
+        for path, at in sorted(self.expiring.items()):
+            if at <= now:
+                del self.expiring[path]
+                job = self.api.objects.get(path)
+                if job is not None and not job["metadata"].get("deletionTimestamp"):
+                    self.api.delete_now(path)
         for path, fate in sorted(self.fates.items()):
             job = self.api.objects.get(path)
             if job is None:
@@ -293,6 +311,9 @@ class JobController:
                 if ok:
                     status["completionTime"] = when
                 del self.fates[path]
+                ttl = (job.get("spec") or {}).get("ttlSecondsAfterFinished")
+                if isinstance(ttl, int):
+                    self.expiring[path] = fate.end + timedelta(seconds=ttl)
             if status is not None:
                 body = copy.deepcopy(job)
                 body["status"] = status

@@ -82,8 +82,10 @@ class Replica:
         *,
         skew: float = 0.0,
         claim_window: timedelta = DEFAULT_WINDOW,
+        status_delay: timedelta = STATUS_DELAY,
     ) -> None:
         self.identity = identity
+        self.status_delay = status_delay
         self.time = time
         clock: Clock = Skewed(time, skew) if skew else time
         self.clock = clock
@@ -121,7 +123,7 @@ class Replica:
             view=self.view,
             roles=Roles(roles),
             clock=clock,
-            status_delay=STATUS_DELAY,
+            status_delay=status_delay,
             claim_window=claim_window,
             forget=self.loop.forget,
             queue=self.loop,
@@ -143,7 +145,7 @@ class Replica:
 
     def _on_job(self, key: Key, uid: str, job: JobSnapshot | None) -> None:
         now = self.clock.now()
-        when = self.view.job_news(key, uid, job, now=now, delay=STATUS_DELAY)
+        when = self.view.job_news(key, uid, job, now=now, delay=self.status_delay)
         if when is not None:
             if when > now:  # an ending the next write's pass records
                 self.loop.wake_by(key, when)

@@ -37,7 +37,7 @@ from punctual.kube import following
 from punctual.kube.client import ApiError, Conflict, Unavailable
 from tests.sim.checking import Broken, Checkers, SpecLog
 from tests.sim.cluster import LEASE, Accepted, JobController, SimApi, iso
-from tests.sim.replicas import NAMESPACE, Replica
+from tests.sim.replicas import NAMESPACE, STATUS_DELAY, Replica
 from tests.sim.specs import TEMPLATE, backfill_patch, edited, random_spec, trigger_patch
 from tests.unit.faketime import FakeTime
 
@@ -108,6 +108,7 @@ class Options:
     # The replicas' --claim-window; None: one of CLAIM_WINDOWS, chosen by the seed (by a
     # generator of its own, so that the rest of a seed's run is what it was before).
     claim_window: timedelta | None = None
+    status_delay: timedelta = STATUS_DELAY  # the replicas' --status-delay
     # Steer clear of the bugs FINDINGS.md lists (no backfills, no failed deletes, no
     # retry, no trigger asking Replace), so that a long campaign can look for others.
     avoid_known: bool = False
@@ -280,6 +281,7 @@ class Simulation:
             f"r{self.born}",
             skew=self.options.clock_skew,
             claim_window=self.claim_window,
+            status_delay=self.options.status_delay,
         )
         self.replicas.append(replica)
         replica.start()
