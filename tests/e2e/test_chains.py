@@ -363,7 +363,11 @@ def test_a_chain_across_two_shards_runs_once_per_upstream_run(
         crossing: list[tuple[str, str]] = []
         for i in range(6):  # until a pair lands on two shards
             up, down = f"x{i}", f"y{i}"
-            apply(crd, namespace, upstream(up, "*/4 * * * * *"), after(down, up))
+            # The downstream first: a new one follows the upstream runs after its own
+            # creation, and applied second it could be created a second after the
+            # upstream's first tick (CI: y3 created just after x3's run at :48, rightly
+            # not run for it, and the test waited for it).
+            apply(crd, namespace, after(down, up), upstream(up, "*/4 * * * * *"))
             if shard_of(uid(up), 2) != shard_of(uid(down), 2):
                 crossing.append((up, down))
                 break
