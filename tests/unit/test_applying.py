@@ -8,6 +8,7 @@ resourceVersion, admission) is tested against the real control plane in tests/e2
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -260,6 +261,35 @@ async def test_a_replica_that_does_not_lead_writes_nothing() -> None:
         await applier(api, leader=False).apply(
             schedule(), Decision(status=CLAIM, creates=(create("nightly-1"),))
         )
+    assert api.calls == []
+
+
+async def test_a_write_that_waited_for_the_window_is_not_sent_once_the_lease_lapsed() -> None:
+    """Leadership is asked again once the write has its slot: a create that waited behind
+    a full window (or in a process paused by SIGSTOP) while the Lease lapsed never goes out."""
+    api = server()
+    leading = [True]
+    clock = FixedClock(T0)
+    limiter = RateLimiter(1e9, 1_000_000)
+    limiter.window = 1.0
+    limiter.in_flight = 1  # another write holds the only slot
+    writer = Applier(
+        api,
+        may_write=lambda: leading[0],
+        events=EventRecorder(api, clock=clock),
+        limiter=limiter,
+        clock=clock,
+    )
+    waiting = asyncio.create_task(writer.apply(schedule(), Decision(status=CLAIM)))
+    for _ in range(10):
+        await asyncio.sleep(0)
+    assert not waiting.done() and api.calls == []  # past the guard, waiting for the slot
+    leading[0] = False  # the Lease lapses meanwhile
+    limiter.in_flight = 0
+    async with limiter._slot_freed:
+        limiter._slot_freed.notify_all()
+    with pytest.raises(NotLeader):
+        await waiting
     assert api.calls == []
 
 

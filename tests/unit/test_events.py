@@ -116,3 +116,17 @@ async def test_an_event_waits_for_creates_at_most_a_while(monkeypatch: Any) -> N
         assert [e["message"] for e in sent(api)] == ["job"]
     stop.set()
     await task
+
+
+async def test_the_notes_queued_at_the_stop_are_still_sent() -> None:
+    # A graceful stop right after a decision (the status written, its Event queued) must
+    # not lose the Event: the queue is flushed after the stop.
+    api = FakeApi()
+    recorder = EventRecorder(api, clock=FixedClock(T0))
+    stop = asyncio.Event()
+    stop.set()
+    recorder.post(SCHEDULE, EventNote("Warning", "TickFailed", "attempt 3 failed"))
+    recorder.post(SCHEDULE, EventNote("Normal", "Created", "job"))
+    await recorder.run(stop)
+    assert [e["reason"] for e in sent(api)] == ["TickFailed", "Created"]
+    assert recorder.posted == 2

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
+import inspect
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -222,8 +223,14 @@ class Applier:
     async def _call(self, request: Awaitable[Body]) -> Body:
         """Send one write within the limiter's window; tell it how the server answered (a
         429 or 5xx pauses every write, see ratelimiting). Errors are raised as they are,
-        never retried."""
+        never retried. Leadership is asked again once the slot is ours: a write that
+        waited for it (a full window, or a process paused by SIGSTOP) may not go out after
+        the Lease lapsed."""
         async with self.limiter.slot() as sent_at:
+            if not self.may_write():
+                if inspect.iscoroutine(request):
+                    request.close()  # never sent
+                raise NotLeader()
             try:
                 answer = await request
             except ApiError as error:

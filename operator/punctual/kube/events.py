@@ -6,7 +6,10 @@ into a bounded queue that one background task drains; when the queue is full (an
 API server in trouble), the oldest notes are dropped and counted. The drain yields to
 the Job creates in flight (the applier says when it creates, `creating()`): in a herd
 the API server is the limit, and an Event posted then delays a firing. A note waits
-for them at most YIELD_AT_MOST, so a sustained load never starves the Events.
+for them at most YIELD_AT_MOST, so a sustained load never starves the Events. At the
+stop, the notes still queued are sent for at most FLUSH_AT_MOST (the Lease is released
+by then, and the process has its termination grace period): a graceful stop right after
+a decision does not lose the Event that says why.
 
 What it must never do: raise into the caller, or block it.
 """
@@ -29,6 +32,7 @@ logger = logging.getLogger(__name__)
 
 COMPONENT = "punctual"
 YIELD_AT_MOST = 5.0  # seconds an Event waits for the Job creates in flight
+FLUSH_AT_MOST = 3.0  # seconds spent at the stop sending the Events still queued
 
 
 class EventRecorder:
@@ -71,6 +75,21 @@ class EventRecorder:
         log("%s/%s %s: %s", meta["namespace"], meta["name"], note.reason, note.message)
 
     async def run(self, stop: asyncio.Event) -> None:
+        """Send the queued notes until `stop`, then flush what is left (FLUSH_AT_MOST)."""
+        try:
+            await self._drain(stop)
+        finally:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._flush(), FLUSH_AT_MOST)
+            if not self._queue.empty():
+                logger.warning("stopping with %d Events not posted", self._queue.qsize())
+
+    async def _flush(self) -> None:
+        while not self._queue.empty():
+            ref, note = self._queue.get_nowait()
+            await self._send(ref, note)
+
+    async def _drain(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
             getter = asyncio.ensure_future(self._queue.get())
             stopper = asyncio.ensure_future(stop.wait())
