@@ -19,6 +19,8 @@ from aiohttp import web
 from punctual.kube.client import ApiError, KubeClient, Unavailable, decode, encode
 from punctual.kube.credentials import Credentials
 
+from .localserver import serving
+
 # Non-ASCII in a label value, a message and an annotation: the standard library wrote
 # \u escapes, orjson writes UTF-8; the API server reads both alike.
 BODY: dict[str, Any] = {
@@ -58,17 +60,14 @@ async def _watch(request: web.Request) -> web.StreamResponse:
 
 @pytest.fixture
 async def server() -> AsyncIterator[str]:
-    app = web.Application()
-    app.router.add_post("/echo", _echo)
-    app.router.add_get("/plain", _plain)
-    app.router.add_get("/forbidden", _forbidden)
-    app.router.add_get("/things", _watch)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    yield f"http://127.0.0.1:{runner.addresses[0][1]}"
-    await runner.cleanup()
+    routes = {
+        ("POST", "/echo"): _echo,
+        ("GET", "/plain"): _plain,
+        ("GET", "/forbidden"): _forbidden,
+        ("GET", "/things"): _watch,
+    }
+    async with serving(routes) as url:
+        yield url
 
 
 async def test_a_body_sent_and_read_back_is_the_same_object(server: str) -> None:

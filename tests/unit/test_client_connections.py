@@ -19,6 +19,8 @@ from aiohttp import web
 from punctual.kube.client import KubeClient
 from punctual.kube.credentials import Credentials
 
+from .localserver import serving
+
 EVENT = b'{"type":"ADDED","object":{"metadata":{"name":"a","resourceVersion":"1"}}}\n'
 
 
@@ -52,17 +54,11 @@ async def server() -> AsyncIterator[Server]:
         await state.release.wait()  # open until the test is done
         return answer
 
-    app = web.Application()
-    app.router.add_get("/version", slow)
-    app.router.add_get("/api/v1/namespaces/{namespace}/things", watch)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    state.url = f"http://127.0.0.1:{runner.addresses[0][1]}"
-    yield state
-    state.release.set()
-    await runner.cleanup()
+    routes = {("GET", "/version"): slow, ("GET", "/api/v1/namespaces/{namespace}/things"): watch}
+    async with serving(routes) as url:
+        state.url = url
+        yield state
+        state.release.set()
 
 
 async def test_requests_in_flight_never_exceed_the_pool_and_reuse_its_connections(

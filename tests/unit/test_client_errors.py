@@ -18,6 +18,8 @@ from aiohttp import web
 from punctual.kube.client import KubeClient, Unavailable
 from punctual.kube.credentials import Credentials
 
+from .localserver import serving
+
 EVENT = b'{"type":"ADDED","object":{"metadata":{"name":"a","resourceVersion":"1"}}}\n'
 
 
@@ -43,15 +45,9 @@ async def _cut_body(request: web.Request) -> web.StreamResponse:
 
 @pytest.fixture
 async def server() -> AsyncIterator[str]:
-    app = web.Application()
-    app.router.add_get("/api/v1/namespaces/team/things", _cut_watch)
-    app.router.add_get("/version", _cut_body)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    yield f"http://127.0.0.1:{runner.addresses[0][1]}"
-    await runner.cleanup()
+    routes = {("GET", "/api/v1/namespaces/team/things"): _cut_watch, ("GET", "/version"): _cut_body}
+    async with serving(routes) as url:
+        yield url
 
 
 async def test_a_watch_cut_mid_stream_is_unavailable_after_the_events_it_carried(
