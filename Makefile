@@ -135,9 +135,9 @@ SEEDS ?= 1-10
 HOURS ?= 24
 
 .PHONY: sim
-sim: venv ## The deterministic simulator on many seeds (SEEDS=1-50 HOURS=24): prints simulated hours/s, steps/s, promises checked; fails on a broken promise
+sim: venv ## The deterministic simulator on many seeds (SEEDS=1-50 HOURS=24, optional STATUS_DELAY=seconds): prints simulated hours/s, steps/s, promises checked; fails on a broken promise
 	$(BIN)/python -m tests.sim SEEDS=$(SEEDS) HOURS=$(HOURS) $(if $(QUIET),QUIET=$(QUIET)) \
-	  $(if $(AVOID_KNOWN),AVOID_KNOWN=$(AVOID_KNOWN))
+	  $(if $(AVOID_KNOWN),AVOID_KNOWN=$(AVOID_KNOWN)) $(if $(STATUS_DELAY),STATUS_DELAY=$(STATUS_DELAY))
 
 .PHONY: e2e
 e2e: venv binaries image ## End-to-end tests against a real control plane (started if not running), the image included

@@ -16,6 +16,7 @@ What it must never do: read the wall clock for anything but the speed it reports
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 import time
@@ -26,7 +27,8 @@ from tests.sim.simulating import Options, Result, simulate
 
 USAGE = (
     "usage: python -m tests.sim [SEEDS=1-50|1,4,9] [HOURS=24] [SCHEDULES=4] [QUIET=1] "
-    "[AVOID_KNOWN=1] [SKEW=seconds] [WINDOW=seconds of --claim-window]"
+    "[AVOID_KNOWN=1] [SKEW=seconds] [WINDOW=seconds of --claim-window] "
+    "[STATUS_DELAY=seconds of --status-delay]"
 )
 
 
@@ -51,6 +53,7 @@ def main(argv: list[str]) -> int:
         "AVOID_KNOWN": "",
         "SKEW": "0",
         "WINDOW": "",  # seconds of --claim-window; unset: chosen by each seed (10, 60, 600)
+        "STATUS_DELAY": "",  # seconds of --status-delay; unset: the default (10)
     }
     for arg in argv:
         key, _, value = arg.partition("=")
@@ -70,6 +73,9 @@ def main(argv: list[str]) -> int:
         clock_skew=float(settings["SKEW"]),  # a planted bug: the replicas' clocks ahead
         claim_window=timedelta(seconds=float(settings["WINDOW"])) if settings["WINDOW"] else None,
     )
+    if settings["STATUS_DELAY"]:
+        delay = timedelta(seconds=float(settings["STATUS_DELAY"]))
+        options = dataclasses.replace(options, status_delay=delay)
     results: list[Result] = []
     started = time.perf_counter()
     for seed in seeds:

@@ -269,7 +269,10 @@ class Simulation:
             uid = body["metadata"]["uid"]
             changed = [at for at, _ in self.specs.by_uid.get(uid, [])]
             start = max([since, *[at + SETTLE for at in changed]])
-            self.checkers.liveness(self.time.now(), body, start, BOUND)
+            # The cursor is bookkeeping once its ticks are claimed: written within the
+            # status delay (--status-delay), which may be longer than BOUND.
+            bound = max(BOUND, self.options.status_delay + SETTLE)
+            self.checkers.liveness(self.time.now(), body, start, bound)
 
     # -- the parts --------------------------------------------------------------------
 

@@ -12,10 +12,11 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from punctual.core.decisions import Decision, JobToFree, WriteDelay
+from punctual.core.delaying import delay_write
 from punctual.core.jobs import JobSnapshot, build_job
 from punctual.core.keys import FINALIZER
 from punctual.core.records import JobToDelete
@@ -57,10 +58,31 @@ def test_a_job_deleted_while_its_claim_is_in_flight_is_released_after_the_status
     status = status_body(spec, cursor=T0, in_flight=[T0])
     decision = run(schedule_body(spec, status), [held(job(T0, ACTIVE), deleting=True)], now=T0)
     assert decision.creates == ()  # seen: never created again
-    assert decision.free == (JobToFree(n(T0), job(T0).uid),)
+    assert decision.free == (JobToFree(n(T0), job(T0).uid, needs_status=True),)
     assert decision.status is not None
     assert n(T0) not in [c["job"] for c in decision.status.get("inFlight", [])]
-    assert decision.write_delay is WriteDelay.NEVER  # the claim must be resolved in writing first
+    # The claim must be resolved in writing first, and at once: the Job was running, and
+    # its pods run until its finalizer goes.
+    assert decision.write_delay is WriteDelay.NEVER
+
+
+def test_a_finished_job_deleted_while_its_claim_is_in_flight_waits_for_the_next_write() -> None:
+    # A TTL deleted a finished run whose claim is still in flight as written: its finalizer
+    # goes with the next write, at most the status delay later, not with a write of its own.
+    spec = spec_body()
+    claim = run(schedule_body(spec, status_body(spec, cursor=T0 - H)), [], now=T0)
+    assert claim.status is not None and [c.name for c in claim.creates] == [n(T0)]
+    finished = held(job(T0, DONE), deleting=True)
+    decision = run(schedule_body(spec, claim.status), [finished], now=T0 + M)
+    assert decision.free == (JobToFree(n(T0), finished.uid, needs_status=True),)
+    assert decision.write_delay is WriteDelay.BOOKKEEPING
+    delay = timedelta(seconds=10)
+    left = delay_write(decision, unwritten_since=None, now=T0 + M, delay=delay)
+    assert left.decision.status is None and left.decision.free == ()  # held, not freed
+    assert left.decision.next_wake is not None and left.decision.next_wake <= T0 + M + delay
+    due = delay_write(decision, unwritten_since=T0 + M, now=T0 + M + delay, delay=delay)
+    assert due.decision.status == decision.status  # written now, and then freed
+    assert due.decision.free == decision.free
 
 
 def test_a_job_deleted_after_its_firing_was_recorded_is_released_at_once() -> None:

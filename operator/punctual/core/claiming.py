@@ -386,10 +386,13 @@ def claim_window(ahead: Ahead, reach: datetime | None, *, epoch: int) -> Window:
 @dataclass(frozen=True, slots=True)
 class Freeing:
     """Jobs being deleted whose finalizer (ours) may go, and whether this decision's
-    status must be written before it does."""
+    status must be written before some of them do: at once (`urgent`: one of them was
+    still running, and its pods run until it goes), or by the next write, which may wait
+    as bookkeeping does (it finished: a TTL or history deleted it)."""
 
     jobs: tuple[JobToFree, ...]
     needs_status: bool  # one of them is still in flight (or claimed ahead) as written
+    urgent: bool = False  # and one of those was still running
 
 
 def free(schedule: ScheduleRead, ahead: Ahead) -> Freeing:
@@ -400,9 +403,10 @@ def free(schedule: ScheduleRead, ahead: Ahead) -> Freeing:
     cursor past it, must be written first, or its tick would be due again once it is gone."""
     going = [j for j in schedule.ours if j.has_finalizer and j.deleting]
     written_claims = {c.job for c in schedule.old.in_flight}
-    freed = tuple(JobToFree(j.name, j.uid, j.kind) for j in going)
-    claimed = any(j.name in written_claims or j.name in ahead for j in going)
-    return Freeing(freed, claimed)
+    needing = {j.name for j in going if j.name in written_claims or j.name in ahead}
+    freed = tuple(JobToFree(j.name, j.uid, j.kind, j.name in needing) for j in going)
+    urgent = any(j.name in needing and j.state is JobState.ACTIVE for j in going)
+    return Freeing(freed, bool(needing), urgent)
 
 
 def due_by(

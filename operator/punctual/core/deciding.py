@@ -46,7 +46,7 @@ from punctual.core import (
     succeeding,
 )
 from punctual.core.calendars import Known
-from punctual.core.decisions import Decision, Leadership, WriteDelay
+from punctual.core.decisions import Decision, Leadership
 from punctual.core.freezing import Freeze, FreezeAction, freeze_over
 from punctual.core.groups import Group
 from punctual.core.jobs import JobSnapshot
@@ -270,7 +270,9 @@ def _decision(
     return Decision(
         status=None if new_status == old_status else new_status,
         typed_status=None if new_status == old_status else written.status,
-        write_delay=WriteDelay.NEVER if freeing.needs_status else write_delay,
+        write_delay=delaying.holding(
+            write_delay, needs_status=freeing.needs_status, urgent=freeing.urgent
+        ),
         replace=overlap.replaced,
         creates=tuple(
             creating.job_to_create(

@@ -47,11 +47,14 @@ class JobToCreate:
 @dataclass(frozen=True, slots=True)
 class JobToFree:
     """A Job with our finalizer, being deleted, whose firing the written status records
-    (or will, once this Decision's status is written): its finalizer may go."""
+    (or will, once this Decision's status is written): its finalizer may go.
+    `needs_status`: its firing is recorded only by this Decision's status, so it goes
+    only after that status is written, and stays held while the write is left for later."""
 
     name: str
     uid: str
     kind: WorkloadKind = JOB
+    needs_status: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,9 +19,15 @@ year away. The shell lets routine writes queue behind due ones when the write pa
 busy, and looks at a postponed claim again a horizon before its tick at the latest
 (`routine_wake`), when it is due and goes first.
 
+A finished Job being deleted (a TTL, history) whose firing only this write records is
+held, its finalizer kept, until the write comes (`holding`): within the status delay,
+often with the next claim, instead of a write of its own per deleted Job. A running Job
+being deleted (a person's delete) is let go at once: its pods run until it goes.
+
 What it must never do: delay a write marked `NEVER` (a new claim, a Replace, a prune
-the written status still protects, anything reported), or delay a bookkeeping write for
-longer than the status delay, except behind due writes.
+the written status still protects, anything reported), delay a bookkeeping write for
+longer than the status delay, except behind due writes, or free a Job whose firing
+only the write left for later records.
 """
 
 from __future__ import annotations
@@ -68,16 +74,31 @@ def delay_write(
     later = decision.typed_status  # what a later write says
     if later is None:
         later = CronScheduleStatus.model_validate(decision.status)
+    free = tuple(job for job in decision.free if not job.needs_status)  # held until written
     if decision.write_delay is WriteDelay.RESOLVES_CLAIMS_ONLY:
-        left = dataclasses.replace(decision, status=None, delayed_status=later)
+        left = dataclasses.replace(decision, status=None, delayed_status=later, free=free)
         return DelayedWrite(left, unwritten_since)
     since = now if unwritten_since is None else unwritten_since
     due = since + delay
     if now >= due:
         return DelayedWrite(decision, since)
     wake = due if decision.next_wake is None else min(decision.next_wake, due)
-    left = dataclasses.replace(decision, status=None, delayed_status=later, next_wake=wake)
+    left = dataclasses.replace(
+        decision, status=None, delayed_status=later, next_wake=wake, free=free
+    )
     return DelayedWrite(left, since)
+
+
+def holding(write_delay: WriteDelay, *, needs_status: bool, urgent: bool) -> WriteDelay:
+    """The write delay once Jobs being deleted are counted (`claiming.free`): none when a
+    running one waits for this status (`urgent`); at most the status delay when a finished
+    one does (its finalizer is held until then, so not a wait for whatever write comes
+    next, however late); else as classified."""
+    if urgent:
+        return WriteDelay.NEVER
+    if needs_status and write_delay is WriteDelay.RESOLVES_CLAIMS_ONLY:
+        return WriteDelay.BOOKKEEPING
+    return write_delay
 
 
 def routine(decision: Decision, *, now: datetime) -> bool:
