@@ -502,6 +502,39 @@ async def test_a_due_write_never_waits_behind_routine_ones() -> None:
     assert work.most_writing == 1
 
 
+async def test_postponed_routine_writes_go_on_while_ready_keys_wait() -> None:
+    # A new leader's look at every schedule queues them all as ready keys; a routine
+    # write postponed meanwhile takes the next free routine slot, not the queue's end.
+    time, work = FakeTime(), RoutineWork()
+    slow = [("ns", f"look-{i}") for i in range(20)]
+    work.due |= set(slow)  # passes that write nothing routine ...
+    hold = asyncio.Event()
+
+    async def process(key: Key) -> datetime | None:
+        if key in slow:
+            await hold.wait()  # ... and take long
+        return await work(key)
+
+    loop = SchedulerLoop(process, clock=time, sleeper=time, workers=3, routine_slots=1)
+    work.loop = loop
+    first, second = ("ns", "first-claim-0"), ("ns", "first-claim-1")
+    async with running(loop, time):
+        loop.notify(first)
+        loop.notify(second)
+        await time.run_until_idle()
+        assert work.writing == {first} and loop.postponed == 1
+        for key in slow:
+            loop.notify(key)
+        await time.run_until_idle()
+        work.release.set()  # the first claim lands: its slot is free
+        await time.run_until_idle()
+        assert work.written == [first, second]  # before any of the 20 looks ended
+        assert work.due_written == []
+        hold.set()
+        await time.run_until_idle()
+    assert len(work.due_written) == 20
+
+
 async def test_a_forgotten_schedule_leaves_the_routine_lane() -> None:
     time, work, loop = routine_loop(workers=4, slots=1)
     async with running(loop, time):

@@ -21,8 +21,12 @@ to do with a schedule is the `process` callback's business.
 * Routine writes (`admit`, `postpone`: a status that waits on no tick, such as the
   first claim of a schedule whose first tick is a year away) take at most
   `routine_slots` workers at a time. One that finds them all taken is postponed to a
-  lane of its own, served oldest first after the ready keys as slots free up, so that
-  100 000 first claims at start-up never keep a due tick waiting for a worker.
+  lane of its own, served oldest first as slots free up: after the due lane, before
+  the ready keys. So 100 000 first claims at start-up never keep a due tick waiting
+  for a worker, and a new leader's look at every schedule (100 000 ready keys, a
+  minute of passes) does not hold every first claim back until it ends: the restart
+  on 100 000 wrote 36 first claims in the minute after its list, all postponed
+  behind the ready keys.
 
 What it must never do: call the API server itself, or block on one schedule.
 """
@@ -194,24 +198,38 @@ class SchedulerLoop:
         return max(0.0, (self._heap[0][0] - self._clock.now()).total_seconds())
 
     def _dispatch(self) -> None:
-        while len(self._running) < self._workers and (self._due or self._ready):
-            if self._due:
-                key = self._due.popleft()
-                live = key in self._due_queued
-            else:
-                namespace, queue = next(iter(self._ready.items()))
-                key = queue.popleft()
-                # Round-robin: the namespace goes to the back of the line.
-                del self._ready[namespace]
-                if queue:
-                    self._ready[namespace] = queue
-                live = key in self._queued
-            if not live or key in self._running:
+        """Free workers to the due lane, then the postponed routine writes (their
+        slots), then the ready keys (the namespaces in turn)."""
+        self._dispatch_due()
+        self._dispatch_routine()
+        self._dispatch_ready()
+
+    def _dispatch_due(self) -> None:
+        while len(self._running) < self._workers and self._due:
+            key = self._due.popleft()
+            if key not in self._due_queued or key in self._running:
                 continue  # stale: the key went through the other lane
             # Dispatched: a copy waiting in the other lane is stale now.
             self._due_queued.discard(key)
             self._queued.discard(key)
             self._start(key)
+
+    def _dispatch_ready(self) -> None:
+        while len(self._running) < self._workers and self._ready:
+            namespace, queue = next(iter(self._ready.items()))
+            key = queue.popleft()
+            # Round-robin: the namespace goes to the back of the line.
+            del self._ready[namespace]
+            if queue:
+                self._ready[namespace] = queue
+            if key not in self._queued or key in self._running:
+                continue  # stale: the key went through the other lane
+            self._due_queued.discard(key)
+            self._queued.discard(key)
+            self._start(key)
+
+    def _dispatch_routine(self) -> None:
+        """Postponed routine writes, oldest first, into the free routine slots."""
         while (
             len(self._running) < self._workers
             and len(self._routine_running) < self._routine_slots
