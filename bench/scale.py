@@ -2,6 +2,8 @@
 
     python bench/scale.py sustained --n 2000,10000 [--minutes 5] [--pod-run-ms 200]
     python bench/scale.py startup --n 100000 [--every-second 20] [--cap-minutes 15]
+        [--first-start-minutes M]   # stop the first start early: the restart then
+                                    # finds never-decided schedules (their first claims)
     python bench/render.py bench/results-scale   # rebuild results.md from raw/*.json
 
 Why it exists: bench/run.py measures one tick (a herd, or one minute spread); the
@@ -123,6 +125,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--every-second", type=int, default=20, help="startup: such schedules")
     parser.add_argument("--lead", type=float, default=60.0, help="startup: start to first tick")
     parser.add_argument("--cap-minutes", type=float, default=15.0, help="startup: at most")
+    parser.add_argument(
+        "--first-start-minutes",
+        type=float,
+        default=0.0,
+        help="startup: the first start's cap alone (0: --cap-minutes); shorter leaves "
+        "schedules never decided for the restart",
+    )
     parser.add_argument("--pod-run-ms", type=int, default=0, help="default BENCH_POD_RUN_MS/200")
     args = parser.parse_args(argv)
     settings = source.prepare("results-scale")
@@ -153,7 +162,8 @@ def run_row(args: argparse.Namespace, n: int, settings: Settings, port_base: int
         if args.row == "sustained":
             await sustained(t, minutes=args.minutes)
         else:
-            await startup(t, args.every_second, args.lead, args.cap_minutes * 60)
+            first = (args.first_start_minutes or args.cap_minutes) * 60
+            await startup(t, args.every_second, args.lead, args.cap_minutes * 60, first)
 
     try:
         result = asyncio.run(trial.execute(body))
@@ -718,9 +728,12 @@ def _every_second(count: int, first: float, last: float, template: dict[str, Any
         }
 
 
-async def startup(trial: Trial, every: int, lead: float, cap: float) -> None:
+async def startup(
+    trial: Trial, every: int, lead: float, cap: float, first_cap: float | None = None
+) -> None:
     """N rare schedules created first, `every` every-second ones from `lead` s after the
-    operator starts; then one `punctual run`, measured from its start."""
+    operator starts; then one `punctual run`, measured from its start (for at most
+    `first_cap` seconds, default `cap`), a restart and a failover."""
     from cluster import install_punctual
 
     n = trial.n
@@ -745,7 +758,8 @@ async def startup(trial: Trial, every: int, lead: float, cap: float) -> None:
         "every_second": every,
         "first_tick": first_tick,
     }
-    trial.result["startup"] = await _one_start(trial, "bench-a", first_tick, n + every, cap)
+    first_cap = cap if first_cap is None else first_cap
+    trial.result["startup"] = await _one_start(trial, "bench-a", first_tick, n + every, first_cap)
     # Then a restart: the schedules have their status now, as after any upgrade.
     trial.operators[-1].stop(timeout=30.0)
     trial.result["restart"] = await _one_start(trial, "bench-b", 0.0, n + every, cap)
