@@ -211,10 +211,7 @@ class SchedulerLoop:
             key = self._due.popleft()
             if key not in self._due_queued or key in self._running:
                 continue  # stale: the key went through the other lane
-            # Dispatched: a copy waiting in the other lane is stale now.
-            self._due_queued.discard(key)
-            self._queued.discard(key)
-            self._start(key)
+            self._start_queued(key)
 
     def _dispatch_ready(self) -> None:
         while len(self._running) < self._workers and self._ready:
@@ -226,9 +223,14 @@ class SchedulerLoop:
                 self._ready[namespace] = queue
             if key not in self._queued or key in self._running:
                 continue  # stale: the key went through the other lane
-            self._due_queued.discard(key)
-            self._queued.discard(key)
-            self._start(key)
+            self._start_queued(key)
+
+    def _start_queued(self, key: Key) -> None:
+        """Start a key taken from the due lane or a ready queue: a copy waiting in the
+        other one is stale now."""
+        self._due_queued.discard(key)
+        self._queued.discard(key)
+        self._start(key)
 
     def _dispatch_routine(self) -> None:
         """Postponed routine writes, oldest first, into the free routine slots."""
