@@ -95,6 +95,9 @@ if TYPE_CHECKING:
     from trial import Trial
 
 RAW_MAX = 5000  # raw creates measured before the sustained window
+# The plain client's status writes after the start-up rows, and its user agent.
+RAW_STATUS_WRITES = 5000
+RAW_STATUS_AGENT = "punctual-bench-raw-status"
 BUCKET = 30.0  # seconds per row of the start-up timeline
 
 # The control plane's downstream stages, audited here beside the bench's policy: the
@@ -403,6 +406,60 @@ async def raw_rate(trial: Trial, count: int) -> dict[str, Any]:
         "created": len(received),
         "concurrency": concurrency,
         "suspended": True,
+        "client_wall": round(ended - started, 3),
+        "span": round(span, 3),
+        "rate": round(rate, 1),
+        "cpu": cpu_between(before, after),
+    }
+
+
+async def raw_status_rate(trial: Trial, count: int) -> dict[str, Any]:
+    """A plain KubeClient writing the status of `count` of the bench's CronSchedules, each
+    one PUT to /status with the resourceVersion listed (what a first claim is), `raw
+    concurrency` in flight, no replica running. The status written is one a replica
+    wrote (the listed page's first), so the bodies are a claim's size. The rate from the
+    audit log's first to last 200."""
+    from punctual.kube.client import KubeClient, Unavailable
+    from punctual.kube.credentials import load_kubeconfig
+
+    path = f"/apis/punctual.dev/v1/namespaces/{NAMESPACE}/cronschedules"
+    credentials = load_kubeconfig(trial.cluster.kubeconfig)
+    concurrency = trial.settings.raw_concurrency
+    async with KubeClient(credentials, user_agent=RAW_STATUS_AGENT, timeout=120) as client:
+        items = (await client.get(path, limit=str(count))).get("items") or []
+        status = next((i["status"] for i in items if i.get("status")), {})
+        gate = asyncio.Semaphore(concurrency)
+
+        async def one(item: dict[str, Any]) -> None:
+            body = {**item, "status": status}
+            async with gate:
+                for attempt in range(8):
+                    try:
+                        await client.replace(f"{path}/{item['metadata']['name']}/status", body)
+                        return
+                    except Unavailable:
+                        await asyncio.sleep(0.2 * (attempt + 1))
+
+        before = snapshot(trial.component_pids())
+        started = wall()
+        await asyncio.gather(*(one(item) for item in items))
+        ended = wall()
+        after = snapshot(trial.component_pids())
+    await asyncio.sleep(1.0)
+    trial.tail.poll()
+    received = sorted(
+        r.received
+        for r in trial.tail.requests
+        if r.agent == RAW_STATUS_AGENT and r.resource == "cronschedules/status" and r.code == 200
+    )
+    span = received[-1] - received[0] if len(received) > 1 else math.nan
+    rate = (len(received) - 1) / span if span == span and span > 0 else math.nan
+    log(f"raw status: {len(received)}/{len(items)} status writes in {span:.2f}s ({rate:.0f}/s)")
+    return {
+        "count": len(items),
+        "written": len(received),
+        "concurrency": concurrency,
+        "status_bytes": len(json.dumps(status)),
         "client_wall": round(ended - started, 3),
         "span": round(span, 3),
         "rate": round(rate, 1),
@@ -767,6 +824,11 @@ async def startup(
     trial.result["failover"] = await _failover(trial, trial.operators[-1], every)
     pids = trial.component_pids()
     trial.result["peak_rss_mb"] = {name: round(peak_rss_mb(pid), 1) for name, pid in pids.items()}
+    # Last, with every replica stopped: the rate the API server takes status writes from
+    # a plain client, the yardstick of the restart's first claims (issue 35's target).
+    for operator in trial.operators:
+        operator.stop(timeout=30.0)
+    trial.result["raw_status"] = await raw_status_rate(trial, min(n, RAW_STATUS_WRITES))
 
 
 async def _failover(
