@@ -37,6 +37,25 @@ def check_against_reference(drawn: Drawn) -> None:
             assert ticks.next_tick(middle) == later
 
 
+@FAST
+@given(drawn_schedules(seconds=True), st.lists(st.floats(0, 1), min_size=1, max_size=12))
+def test_answers_kept_from_earlier_questions_are_the_answers_asked_afresh(
+    drawn: Drawn, fractions: list[float]
+) -> None:
+    """Ticks keep their last few answers (a decision asks the same question two to four
+    times): asked again, in any order, one instance says what a new instance says."""
+    asked = parse_schedule(drawn.expression, time_zone=drawn.zone.key)
+    span = drawn.until - drawn.after
+    instants = [drawn.after + span * f for f in fractions]
+    tick = asked.next_tick(instants[0])  # and the seconds about a tick, where answers change
+    if tick is not None:
+        instants += [tick + timedelta(seconds=d) for d in (-2, -1, 0, 1, 2)]
+    for instant in [*instants, *reversed(instants), *instants]:
+        fresh = parse_schedule(drawn.expression, time_zone=drawn.zone.key)
+        assert asked.next_tick(instant) == fresh.next_tick(instant)
+        assert asked.prev_tick(instant) == fresh.prev_tick(instant)
+
+
 @settings(FAST, max_examples=250)
 @given(drawn_schedules())
 def test_minute_schedules_match_a_walk_of_every_minute(drawn: Drawn) -> None:

@@ -46,7 +46,7 @@ from typing import Final, Protocol
 from zoneinfo import ZoneInfo
 
 from punctual.core.schedules.parsing import CronFields, ScheduleError
-from punctual.core.schedules.ticks import END_SECOND, CronTicks, shifted, wall_bits
+from punctual.core.schedules.ticks import END_SECOND, CronTicks, remember, shifted, wall_bits
 from punctual.core.schedules.zones import DAY_SECONDS, EPOCH_ORDINAL, day_model, seconds_of
 from punctual.core.times import EPOCH
 
@@ -293,6 +293,8 @@ class CombinedTicks:
         self._cuts = _merge(spans)  # excluded [begin, end) instants, sorted, disjoint
         self._cut_starts = [begin for begin, _ in self._cuts]
         self._counts: dict[tuple[object, ...], int] = {}
+        self._next: dict[int, int | None] = {}  # the last few answers (as CronTicks keeps)
+        self._prev: dict[int, int | None] = {}
 
     @property
     def zone(self) -> ZoneInfo:
@@ -314,6 +316,11 @@ class CombinedTicks:
     # --- the same in whole seconds -------------------------------------------------
 
     def next_second(self, after: int) -> int | None:
+        if after in self._next:
+            return self._next[after]
+        return remember(self._next, after, self._after(after))
+
+    def _after(self, after: int) -> int | None:
         horizon = after + _SKIPPED_SPAN
         for _ in range(MAX_SKIPPED_DAYS):
             found = [t for t in (e.next_second(after) for e in self.entries) if t is not None]
@@ -339,6 +346,11 @@ class CombinedTicks:
         return None
 
     def prev_second(self, at_or_before: int) -> int | None:
+        if at_or_before in self._prev:
+            return self._prev[at_or_before]
+        return remember(self._prev, at_or_before, self._before(at_or_before))
+
+    def _before(self, at_or_before: int) -> int | None:
         horizon = at_or_before - _SKIPPED_SPAN
         for _ in range(MAX_SKIPPED_DAYS):
             found = [

@@ -100,6 +100,11 @@ class CronTicks:
         self.fields = fields
         self._zone = zone
         self._day_pieces: dict[int, tuple[_Piece, ...]] = {}
+        # The last few answers, by whole second: one decision asks the same question
+        # two to four times (the plan, the claim window, the firing's previous tick),
+        # and instances are shared (`planning` caches them), so this is kept small.
+        self._next: dict[int, int | None] = {}
+        self._prev: dict[int, int | None] = {}
 
     @property
     def zone(self) -> ZoneInfo:
@@ -112,24 +117,38 @@ class CronTicks:
         low = max(seconds_of(after), -1)
         if low >= _END_SECOND:
             return None
+        found = (
+            self._next[low] if low in self._next else remember(self._next, low, self._after(low))
+        )
+        return None if found is None else EPOCH + timedelta(seconds=found)
+
+    def _after(self, low: int) -> int | None:
         # Ticks of earlier days are at or before this day's first instant.
         for ordinal in self._days(local_date(self._zone, low).toordinal(), 1):
             for piece in self._pieces(ordinal):
                 found = _first_in(self.fields, piece, low)
                 if found is not None:
-                    return EPOCH + timedelta(seconds=found)
+                    return found
         return None
 
     def prev_tick(self, at_or_before: datetime) -> datetime | None:
         high = min(seconds_of(at_or_before), _END_SECOND - 1)
         if high < 0:
             return None
+        found = (
+            self._prev[high]
+            if high in self._prev
+            else remember(self._prev, high, self._before(high))
+        )
+        return None if found is None else EPOCH + timedelta(seconds=found)
+
+    def _before(self, high: int) -> int | None:
         # Ticks of later days are after the end of this one.
         for ordinal in self._days(local_date(self._zone, high).toordinal(), -1):
             for piece in reversed(self._pieces(ordinal)):
                 found = _last_in(self.fields, piece, high)
                 if found is not None:
-                    return EPOCH + timedelta(seconds=found) if found >= 0 else None
+                    return found if found >= 0 else None
         return None
 
     def ticks(self, after: datetime, until: datetime) -> Iterator[datetime]:
@@ -350,3 +369,14 @@ def parse_schedule(expression: str, *, time_zone: str = "UTC", uid: str | None =
     """The ticks of `expression` in `time_zone`; ScheduleError if either is unusable."""
     zone = load_zone(time_zone)
     return CronTicks(expression, parse_fields(expression, uid=uid), zone)
+
+
+_REMEMBERED = 4  # answers kept per direction and instance (see CronTicks.__init__)
+
+
+def remember(memo: dict[int, int | None], question: int, answer: int | None) -> int | None:
+    """`answer` to `question`, kept in `memo` (emptied first when it holds enough)."""
+    if len(memo) >= _REMEMBERED:
+        memo.clear()
+    memo[question] = answer
+    return answer
