@@ -31,8 +31,9 @@ and its heap, within one role, no more than 10 % above where it was in that role
 minute 10 (a leak grows the heap in either role; a role change moves it both ways).
 Descriptors follow the HTTP connections (the client's pool opens and closes them with the
 load), so a leak is judged by the peak: the peak of the run's second half no more than
-10 % above the peak of minutes 10 to the half. The table goes to stdout and to SOAK_OUT
-(bench/results-soak/results.md).
+10 % above the peak of minutes 10 to the half, neither counting the minute after a fault
+(a takeover's burst opens overflow connections for seconds). The table goes to stdout
+and to SOAK_OUT (bench/results-soak/results.md).
 
 SOAK_MINUTES sets the length (the test is skipped without it); `make soak` runs 60.
 SOAK_FAULTS (the kinds, comma-separated, in turn) and SOAK_WRAPPER (a command each
@@ -42,6 +43,7 @@ replica's interpreter runs under, such as a heap profiler) are for finding a cau
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import random
@@ -49,7 +51,7 @@ import shlex
 import statistics
 import time
 from collections import Counter, defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from itertools import pairwise
@@ -85,6 +87,7 @@ SAMPLE_EVERY = 30.0
 WARMUP_FAULTS = (3.0, 6.0)  # minutes: the leader paused past its Lease, so each replica leads
 JUDGED_FROM = 10.0  # minutes: memory is compared from here on
 SETTLED = 2.0  # minutes into a role before its heap counts (a new leader builds its state)
+RECOVERY_MINUTES = 1.0  # after a fault: a takeover's burst of connections (see peak_growth)
 
 
 @dataclass
@@ -252,11 +255,23 @@ def heap_growth(samples: list[Sample], identity: str, role: str) -> float | None
     return float(last / first - 1)
 
 
-def peak_growth(samples: list[Sample], identity: str, minutes: float) -> float | None:
-    """Descriptors: the second half's peak against the peak of minutes 10 to the half."""
+def peak_growth(
+    samples: list[Sample], identity: str, minutes: float, faults: Sequence[float] = ()
+) -> float | None:
+    """Descriptors: the second half's peak against the peak of minutes 10 to the half,
+    leaving out the samples of the minute after each fault (`faults`, their minutes).
+    A replica taking over after a fault writes in a burst, and the client opens its
+    overflow connections for it (closed seconds after the burst): one such sample, 80
+    descriptors between samples of 49, failed the soak at c3e059b while a leak, which
+    keeps what it takes, raises every later sample."""
     half = max(minutes / 2, JUDGED_FROM + 1)
-    early = [s.fds for s in samples if s.identity == identity and JUDGED_FROM <= s.minute < half]
-    late = [s.fds for s in samples if s.identity == identity and s.minute >= half]
+
+    def calm(minute: float) -> bool:
+        return not any(0 <= minute - fault < RECOVERY_MINUTES for fault in faults)
+
+    mine = [s for s in samples if s.identity == identity and calm(s.minute)]
+    early = [s.fds for s in mine if JUDGED_FROM <= s.minute < half]
+    late = [s.fds for s in mine if s.minute >= half]
     if not early or not late:
         return None
     return max(late) / max(early) - 1
@@ -362,7 +377,10 @@ def test_an_hour_of_2000_schedules_under_faults(
     growths = {
         (identity, what): measure(memory.samples, identity, minutes)
         for identity in ("a", "b")
-        for what, measure in (("rss_mib", growth), ("fds", peak_growth))
+        for what, measure in (
+            ("rss_mib", growth),
+            ("fds", functools.partial(peak_growth, faults=[m for m, _ in inflicted])),
+        )
     }
     heaps = {
         (identity, role): heap_growth(memory.samples, identity, role)
@@ -390,7 +408,11 @@ def test_an_hour_of_2000_schedules_under_faults(
                 + " |"
                 for label, what in (
                     ("resident memory, minutes 10-12 to the last 2 (medians)", "rss_mib"),
-                    ("open descriptors, peak of minutes 10 to the half to the second's", "fds"),
+                    (
+                        "open descriptors, peak of minutes 10 to the half to the second's "
+                        "(not the minute after a fault)",
+                        "fds",
+                    ),
                 )
             ),
             *(
