@@ -418,8 +418,8 @@ async def raw_status_rate(trial: Trial, count: int) -> dict[str, Any]:
     one PUT to /status with the resourceVersion listed (what a first claim is), `raw
     concurrency` in flight, no replica running. The status written is the smallest a
     replica wrote on the listed page: a rare schedule's first claim (the every-second
-    ones, listed first, carry their running Jobs in status.active: 24 KB in the run that
-    first measured this). The rate from the audit log's first to last 200."""
+    ones, listed first, had 24 KB statuses in the run that first measured this, most
+    likely their running Jobs in status.active). The rate from the audit log's first to last 200."""
     from punctual.kube.client import KubeClient, Unavailable
     from punctual.kube.credentials import load_kubeconfig
 
