@@ -51,6 +51,9 @@ def verdict(steps: list[dict[str, Any]], tried: list[int]) -> tuple[str, bool | 
     """The ratio line and whether the target is met (None: the ramp cannot tell)."""
     plain, punctual = best(steps, "plain"), best(steps, "punctual")
     top = max(tried) if tried else None
+    if not any(s["client"] == "plain" for s in steps):  # --clients punctual: no yardstick
+        sustained = "no step" if punctual is None else f"{punctual}/s"
+        return f"Punctual sustained {sustained}; the plain client did not run", None
     if punctual is None:
         return "Punctual sustained no step", False
     if plain is None:
