@@ -428,8 +428,8 @@ async def raw_status_rate(trial: Trial, count: int) -> dict[str, Any]:
     concurrency = trial.settings.raw_concurrency
     async with KubeClient(credentials, user_agent=RAW_STATUS_AGENT, timeout=120) as client:
         items = (await client.get(path, limit=str(count))).get("items") or []
-        statuses = [i["status"] for i in items if i.get("status")]
-        status = min(statuses, key=lambda s: len(json.dumps(s)), default={})
+        statuses: list[dict[str, Any]] = [i["status"] for i in items if i.get("status")]
+        status: dict[str, Any] = min(statuses, key=lambda s: len(json.dumps(s)), default={})
         gate = asyncio.Semaphore(concurrency)
 
         async def one(item: dict[str, Any]) -> None:

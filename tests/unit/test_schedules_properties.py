@@ -42,7 +42,7 @@ def check_against_reference(drawn: Drawn) -> None:
 def test_answers_kept_from_earlier_questions_are_the_answers_asked_afresh(
     drawn: Drawn, fractions: list[float]
 ) -> None:
-    """Ticks keep their last few answers (a decision asks the same question two to four
+    """Tick sources keep answers (`ticks.REMEMBERED`; a decision asks the same question two to four
     times): asked again, in any order, one instance says what a new instance says."""
     asked = parse_schedule(drawn.expression, time_zone=drawn.zone.key)
     span = drawn.until - drawn.after

@@ -42,11 +42,12 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from fractions import Fraction
+from functools import lru_cache
 from typing import Final, Protocol
 from zoneinfo import ZoneInfo
 
 from punctual.core.schedules.parsing import CronFields, ScheduleError
-from punctual.core.schedules.ticks import END_SECOND, CronTicks, remember, shifted, wall_bits
+from punctual.core.schedules.ticks import END_SECOND, REMEMBERED, CronTicks, shifted, wall_bits
 from punctual.core.schedules.zones import DAY_SECONDS, EPOCH_ORDINAL, day_model, seconds_of
 from punctual.core.times import EPOCH
 
@@ -293,8 +294,6 @@ class CombinedTicks:
         self._cuts = _merge(spans)  # excluded [begin, end) instants, sorted, disjoint
         self._cut_starts = [begin for begin, _ in self._cuts]
         self._counts: dict[tuple[object, ...], int] = {}
-        self._next: dict[int, int | None] = {}  # the last few answers (as CronTicks keeps)
-        self._prev: dict[int, int | None] = {}
 
     @property
     def zone(self) -> ZoneInfo:
@@ -316,9 +315,7 @@ class CombinedTicks:
     # --- the same in whole seconds -------------------------------------------------
 
     def next_second(self, after: int) -> int | None:
-        if after in self._next:
-            return self._next[after]
-        return remember(self._next, after, self._after(after))
+        return _next_answer(self, after)
 
     def _after(self, after: int) -> int | None:
         horizon = after + _SKIPPED_SPAN
@@ -346,9 +343,7 @@ class CombinedTicks:
         return None
 
     def prev_second(self, at_or_before: int) -> int | None:
-        if at_or_before in self._prev:
-            return self._prev[at_or_before]
-        return remember(self._prev, at_or_before, self._before(at_or_before))
+        return _previous_answer(self, at_or_before)
 
     def _before(self, at_or_before: int) -> int | None:
         horizon = at_or_before - _SKIPPED_SPAN
@@ -491,3 +486,13 @@ def _merge(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
         else:
             merged.append((begin, end))
     return merged
+
+
+@lru_cache(maxsize=REMEMBERED)  # answers kept as CronTicks keeps them (see REMEMBERED)
+def _next_answer(ticks: CombinedTicks, after: int) -> int | None:
+    return ticks._after(after)
+
+
+@lru_cache(maxsize=REMEMBERED)
+def _previous_answer(ticks: CombinedTicks, at_or_before: int) -> int | None:
+    return ticks._before(at_or_before)

@@ -16,6 +16,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
+from functools import lru_cache
 from typing import Final, Protocol
 from zoneinfo import ZoneInfo
 
@@ -100,12 +101,6 @@ class CronTicks:
         self.fields = fields
         self._zone = zone
         self._day_pieces: dict[int, tuple[_Piece, ...]] = {}
-        # The last few answers, by whole second: one decision asks the same question
-        # two to four times (the plan, the claim window, the firing's previous tick, the
-        # upcoming ticks), and instances are shared (`planning` caches them), so this is
-        # kept small (`remember`).
-        self._next: dict[int, int | None] = {}
-        self._prev: dict[int, int | None] = {}
 
     @property
     def zone(self) -> ZoneInfo:
@@ -118,9 +113,7 @@ class CronTicks:
         low = max(seconds_of(after), -1)
         if low >= _END_SECOND:
             return None
-        found = (
-            self._next[low] if low in self._next else remember(self._next, low, self._after(low))
-        )
+        found = _next_answer(self, low)
         return None if found is None else EPOCH + timedelta(seconds=found)
 
     def _after(self, low: int) -> int | None:
@@ -136,11 +129,7 @@ class CronTicks:
         high = min(seconds_of(at_or_before), _END_SECOND - 1)
         if high < 0:
             return None
-        found = (
-            self._prev[high]
-            if high in self._prev
-            else remember(self._prev, high, self._before(high))
-        )
+        found = _previous_answer(self, high)
         return None if found is None else EPOCH + timedelta(seconds=found)
 
     def _before(self, high: int) -> int | None:
@@ -372,16 +361,21 @@ def parse_schedule(expression: str, *, time_zone: str = "UTC", uid: str | None =
     return CronTicks(expression, parse_fields(expression, uid=uid), zone)
 
 
-# Answers kept per direction and instance (see CronTicks.__init__): a pass walks the next
-# five ticks for status.upcoming, and the next pass walks them again one tick on, so
-# eight keep the walk's overlap (4, emptied when full, kept 18 of 80 answers; 8, oldest out,
-# more than half). At most 4 096 instances are cached (`planning`): 12 MB at worst.
-_REMEMBERED = 8
+# Answers kept, by tick source and whole second, for all sources together. One decision
+# asks the same question two to four times (the plan, the claim window, the firing's
+# previous tick) and walks the next five ticks for status.upcomingTicks, which the
+# previous pass walked one tick back: in `bench/deciding_bench.py`'s minutely case 62 of
+# 80 next-tick questions searched without them, 24 with them. Kept in one bounded cache
+# (about 200 bytes an answer) rather than on each source, since `planning` keeps up to
+# 20 000 sources alive for a fleet of `H` schedules.
+REMEMBERED: Final = 4096
 
 
-def remember(memo: dict[int, int | None], question: int, answer: int | None) -> int | None:
-    """`answer` to `question`, kept in `memo` (its oldest answer let go when it is full)."""
-    if len(memo) >= _REMEMBERED:
-        del memo[next(iter(memo))]
-    memo[question] = answer
-    return answer
+@lru_cache(maxsize=REMEMBERED)
+def _next_answer(ticks: CronTicks, low: int) -> int | None:
+    return ticks._after(low)
+
+
+@lru_cache(maxsize=REMEMBERED)
+def _previous_answer(ticks: CronTicks, high: int) -> int | None:
+    return ticks._before(high)
