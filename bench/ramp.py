@@ -328,10 +328,20 @@ async def punctual_step(
         from replicas import PySpy
 
         spy = PySpy(operator.pid, trial.workdir / f"py-spy-{rate}.txt")
+    samples: list[dict[str, float]] = []
+    sampling = asyncio.create_task(sample_operator(operator, samples))
+    lag_before = firing_lag(operator)
     step = await window(
         trial, "punctual", rate, minutes, expected, start, end,
         client_pid=operator.pid, is_client=lambda r: r.agent == operator.user_agent,
     )  # fmt: skip
+    sampling.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await sampling
+    step["operator_samples"] = summarize_samples(samples)
+    lag_after = firing_lag(operator)
+    if lag_before is not None and lag_after is not None:
+        step["firing_lag"] = _lag_between(lag_before, lag_after)
     if spy is not None:
         from stacks import summarize_collapsed
 
@@ -343,6 +353,73 @@ async def punctual_step(
         step["passes_per_firing"] = round((after - passes) / max(1, step["firings"]), 2)
     step["setup"] = setup
     return step
+
+
+# -- what the operator says of itself during a window ---------------------------------------
+
+# Sampled every SAMPLE_EVERY seconds while Punctual's window runs: how late a firing may
+# be before it is sent (the clock's uncertainty: "is it due?" reads the low end of the
+# API server's clock, DESIGN.md) and how late the event loop runs.
+SAMPLE_EVERY = 5.0
+SAMPLED = ("punctual_clock_uncertainty_seconds", "punctual_event_loop_lag_seconds")
+
+
+async def sample_operator(operator: OperatorProcess, samples: list[dict[str, float]]) -> None:
+    """Scrape SAMPLED into `samples` until cancelled."""
+    while True:
+        status, text = await asyncio.to_thread(operator.get, "/metrics")
+        if status == 200:
+            values = _values(text, SAMPLED)
+            samples.append({"t": round(wall(), 1), **values})
+        await asyncio.sleep(SAMPLE_EVERY)
+
+
+def summarize_samples(samples: list[dict[str, float]]) -> dict[str, Any]:
+    """Each sampled metric's median and max over the window, and how many samples."""
+    out: dict[str, Any] = {"count": len(samples)}
+    for name in SAMPLED:
+        values = sorted(s[name] for s in samples if name in s)
+        if values:
+            out[name] = {"median": values[len(values) // 2], "max": values[-1]}
+    return out
+
+
+def _values(text: str, names: tuple[str, ...]) -> dict[str, float]:
+    found: dict[str, float] = {}
+    for line in text.splitlines():
+        name, _, value = line.partition(" ")
+        if name in names:
+            found[name] = float(value)
+    return found
+
+
+def firing_lag(operator: OperatorProcess) -> dict[str, float] | None:
+    """punctual_firing_lag_seconds as scraped: its buckets by bound, sum and count."""
+    status, text = operator.get("/metrics")
+    if status != 200:
+        return None
+    out: dict[str, float] = {}
+    prefix = "punctual_firing_lag_seconds"
+    for line in text.splitlines():
+        if not line.startswith(prefix):
+            continue
+        name, _, value = line.rpartition(" ")
+        match = re.search(r'le="([^"]+)"', name)
+        key = f"le={match.group(1)}" if match else name.removeprefix(prefix + "_")
+        out[key] = float(value)
+    return out
+
+
+def _lag_between(before: dict[str, float], after: dict[str, float]) -> dict[str, Any]:
+    """The window's firing lag from two scrapes: mean, and the share under each bound."""
+    count = after.get("count", 0.0) - before.get("count", 0.0)
+    total = after.get("sum", 0.0) - before.get("sum", 0.0)
+    shares = {
+        key.removeprefix("le="): round((after[key] - before.get(key, 0.0)) / count, 3)
+        for key in after
+        if key.startswith("le=") and count > 0
+    }
+    return {"count": count, "mean_s": round(total / count, 3) if count else None, "under": shares}
 
 
 # -- one window --------------------------------------------------------------------------

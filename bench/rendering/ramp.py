@@ -140,6 +140,23 @@ def markdown(folder: Path) -> str:
             shares = ", ".join(f"{k} {100 * v:.0f}%" for k, v in spied["categories"][:12])
             lines += ["", f"Where Punctual's CPU went at {s['rate']}/s (py-spy): {shares}", ""]
             lines += [f"- {k}: {100 * v:.1f}%" for k, v in (spied.get("inclusive") or [])[:15]]
+    told = [s for s in steps if s.get("operator_samples") or s.get("firing_lag")]
+    if told:
+        lines += ["", "What Punctual said of itself during each window (its /metrics):", ""]
+    for s in told:
+        sampled = s.get("operator_samples") or {}
+        clock = sampled.get("punctual_clock_uncertainty_seconds") or {}
+        loop = sampled.get("punctual_event_loop_lag_seconds") or {}
+        lag = s.get("firing_lag") or {}
+        under = lag.get("under") or {}
+        lines.append(
+            f"- {s['rate']}/s: clock uncertainty median {_f(clock.get('median'), 3)} s, max "
+            f"{_f(clock.get('max'), 3)} s; event loop lag median {_f(loop.get('median'), 3)} "
+            f"s, max {_f(loop.get('max'), 3)} s ({sampled.get('count', 0)} samples); "
+            f"punctual_firing_lag_seconds mean {_f(lag.get('mean_s'), 3)} s, under 0.1 s "
+            f"{_f(under.get('0.1'))}, under 0.25 s {_f(under.get('0.25'))}, under 1 s "
+            f"{_f(under.get('1.0'))}"
+        )
     setups = [s for s in steps if s["client"] == "punctual" and s.get("setup")]
     if setups:
         lines += ["", "Punctual's set-up before each window (not measured in it):", ""]
