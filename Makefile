@@ -79,6 +79,10 @@ cluster-up: venv binaries ## Start a local control plane, and as root a real nod
 cluster-down: ## Stop the processes cluster-up started, undo the real node's host changes, remove the state
 	@if [ -x $(BIN)/python ]; then $(BIN)/python e2e/localcluster.py down --state-dir $(CLUSTER_DIR); fi
 
+.PHONY: check-reclaim
+check-reclaim: venv binaries ## As root: a real node whose cluster was killed without cluster-down is undone by the next cluster-up (about 20 s)
+	$(BIN)/python e2e/reclaimcheck.py
+
 .PHONY: demo
 demo: venv binaries ## Start the local control plane and the operator, apply a sample, watch Jobs appear
 	e2e/demo.sh

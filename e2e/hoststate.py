@@ -69,7 +69,7 @@ def take(node_dir: Path) -> Snapshot:
         "mounts": sorted(mounts()),
         "directories": {d: _listing(Path(d)) for d in WATCHED_DIRECTORIES},
         "cgroups": {h.name: _listing(h) or [] for h in cgroup_hierarchies()},
-        "processes": sorted(_node_processes(node_dir)),
+        "processes": sorted(node_processes(node_dir)),
     }
 
 
@@ -180,7 +180,7 @@ def cgroup_hierarchies() -> Iterable[Path]:
     return [h for h in sorted(CGROUP_ROOT.iterdir()) if h.is_dir() and not h.is_symlink()]
 
 
-def _node_processes(node_dir: Path) -> list[str]:
+def node_processes(node_dir: Path) -> list[str]:
     """Processes running one of the node's executables, or mentioning its directory."""
     found = []
     marker = str(node_dir).encode()

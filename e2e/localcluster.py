@@ -208,6 +208,7 @@ class LocalCluster:
             (self.state_dir / sub).mkdir(parents=True, exist_ok=True)
         deadline = time.monotonic() + timeout
         if self.real_node:
+            self._reclaim_abandoned_node()
             self.node.prepare(self.state_dir / "pki", self._write_client_cert)
         self._write_credentials()
         self._write_configs()
@@ -220,6 +221,29 @@ class LocalCluster:
         if self.real_node:
             self._start_real_node()
         self._wait_node_ready(deadline - time.monotonic())
+
+    def _reclaim_abandoned_node(self) -> None:
+        """Undo the host changes of a real node whose cluster no longer runs (killed
+        without `make cluster-down`: a CI job or a session cut short), as its own
+        cluster-down would, so that this clone can start one. A node with any process
+        alive is left alone, and `prepare` refuses to start a second."""
+        owner = realnode.recorded_owner() if realnode.another_node_runs() else None
+        if owner is None:
+            return
+        state_dir, before = owner
+        other = LocalCluster(state_dir=state_dir, real_node=True)
+        other._load_pids()
+        if any(_alive(pid) for pid in other.pids.values()) or hoststate.node_processes(
+            other.node.dir
+        ):
+            return
+        print(f"cluster-up: undoing the real node {state_dir} left when it was killed")
+        left = other.node.restore_host(before)
+        if left:
+            raise HostNotRestored(left)
+        # Its clone's own cluster-down must not undo this clone's node against that ledger.
+        other.node.ledger.unlink(missing_ok=True)
+        other._pid_file.unlink(missing_ok=True)
 
     def _start_real_node(self) -> None:
         binding = {

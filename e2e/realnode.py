@@ -54,6 +54,10 @@ PACKAGES = {
     "/usr/sbin/ip": "iproute2",
 }
 CNI_BIN = "/usr/lib/cni"
+# Which state directory's node made the bridge, and the host as it found it: a node whose
+# cluster was killed without `make cluster-down` (a CI job cut short, a session ended) is
+# found by the next clone through this, and undone (LocalCluster reclaims it).
+OWNER = Path("/run/punctual-node.json")
 _PAUSE_COMMAND = ["/bin/sh", "-c", "trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done"]
 
 
@@ -70,6 +74,15 @@ def unavailable_reason() -> str | None:
 
 def another_node_runs() -> bool:
     return Path(f"/sys/class/net/{BRIDGE}").exists()
+
+
+def recorded_owner() -> tuple[Path, hoststate.Snapshot] | None:
+    """The state directory of the node that made the bridge, and its ledger, if recorded."""
+    try:
+        owner = json.loads(OWNER.read_text())
+        return Path(owner["state_dir"]), owner["before"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 class RealNode:
@@ -107,7 +120,9 @@ class RealNode:
             )
         _install_missing_packages()
         self.dir.mkdir(parents=True, exist_ok=True)
-        hoststate.save(hoststate.take(self.dir), self.ledger)
+        before = hoststate.take(self.dir)
+        hoststate.save(before, self.ledger)
+        OWNER.write_text(json.dumps({"state_dir": str(self.dir.parent), "before": before}))
         _run("ip", "link", "add", BRIDGE, "type", "bridge")
         _run("ip", "addr", "add", f"{GATEWAY}/24", "dev", BRIDGE)
         _run("ip", "link", "set", BRIDGE, "up")
@@ -323,11 +338,13 @@ class RealNode:
         if listed.returncode == 0 and listed.stdout.split():
             self.ctr("containers", "delete", *listed.stdout.split(), check=False)
 
-    def restore_host(self) -> list[str]:
-        """Undo what the node changed against the ledger; returns what still differs."""
-        if not self.ledger.exists():
-            return []
-        before = hoststate.load(self.ledger)
+    def restore_host(self, before: hoststate.Snapshot | None = None) -> list[str]:
+        """Undo what the node changed against the ledger (its own, or `before`, the one
+        OWNER kept); returns what still differs."""
+        if before is None:
+            if not self.ledger.exists():
+                return []
+            before = hoststate.load(self.ledger)
         now = hoststate.take(self.dir)
         self._kill_leftovers(before, now)
         self._unmount(before)
@@ -338,6 +355,9 @@ class RealNode:
         self._remove_cgroups(before, now)
         self._remove_directories(before, now)
         refused = hoststate.restore_sysctls(hoststate.changed_sysctls(before, now))
+        owner = recorded_owner()
+        if owner is None or owner[0] == self.dir.parent:
+            OWNER.unlink(missing_ok=True)
         return refused + hoststate.differences(before, hoststate.take(self.dir))
 
     def _kill_leftovers(self, before: hoststate.Snapshot, now: hoststate.Snapshot) -> None:
