@@ -28,7 +28,7 @@ from tests.sim.simulating import Options, Result, simulate
 USAGE = (
     "usage: python -m tests.sim [SEEDS=1-50|1,4,9] [HOURS=24] [SCHEDULES=4] [QUIET=1] "
     "[AVOID_KNOWN=1] [SKEW=seconds] [WINDOW=seconds of --claim-window] "
-    "[STATUS_DELAY=seconds of --status-delay]"
+    "[STATUS_DELAY=seconds of --status-delay] [AHEAD=seconds of --decide-ahead]"
 )
 
 
@@ -54,6 +54,7 @@ def main(argv: list[str]) -> int:
         "SKEW": "0",
         "WINDOW": "",  # seconds of --claim-window; unset: chosen by each seed (10, 60, 600)
         "STATUS_DELAY": "",  # seconds of --status-delay; unset: the default (10)
+        "AHEAD": "",  # seconds of --decide-ahead; unset: the default (0.5)
     }
     for arg in argv:
         key, _, value = arg.partition("=")
@@ -76,6 +77,9 @@ def main(argv: list[str]) -> int:
     if settings["STATUS_DELAY"]:
         delay = timedelta(seconds=float(settings["STATUS_DELAY"]))
         options = dataclasses.replace(options, status_delay=delay)
+    if settings["AHEAD"]:
+        ahead = timedelta(seconds=float(settings["AHEAD"]))
+        options = dataclasses.replace(options, decide_ahead=ahead)
     results: list[Result] = []
     started = time.perf_counter()
     for seed in seeds:

@@ -43,6 +43,7 @@ from tests.unit.faketime import FakeTime
 
 NAMESPACE = "sim"
 STATUS_DELAY = timedelta(seconds=10)  # runtime.options' default
+DECIDE_AHEAD = timedelta(seconds=0.5)  # runtime.options' default
 RESYNC = 300.0  # seconds: the Operator's RESYNC_EVERY
 
 
@@ -83,6 +84,7 @@ class Replica:
         skew: float = 0.0,
         claim_window: timedelta = DEFAULT_WINDOW,
         status_delay: timedelta = STATUS_DELAY,
+        decide_ahead: timedelta = DECIDE_AHEAD,
     ) -> None:
         self.identity = identity
         self.status_delay = status_delay
@@ -97,7 +99,12 @@ class Replica:
             self.schedules, self.jobs.index, self.schedules.uids, self.schedules.versions
         )
         self.loop = SchedulerLoop(
-            self._reconcile, clock=clock, sleeper=time, workers=8, routine_slots=1
+            self._reconcile,
+            clock=clock,
+            sleeper=time,
+            workers=8,
+            routine_slots=1,
+            ahead=decide_ahead,
         )
         self.election = ShardedElection(
             self.api, lease_config(identity), 1, clock=time, monotonic=time.monotonic, sleeper=time
@@ -125,6 +132,7 @@ class Replica:
             clock=clock,
             status_delay=status_delay,
             claim_window=claim_window,
+            sleeper=time,
             forget=self.loop.forget,
             queue=self.loop,
             groups=self.groups,

@@ -37,7 +37,7 @@ from punctual.kube import following
 from punctual.kube.client import ApiError, Conflict, Unavailable
 from tests.sim.checking import Broken, Checkers, SpecLog
 from tests.sim.cluster import LEASE, Accepted, JobController, SimApi, iso
-from tests.sim.replicas import NAMESPACE, STATUS_DELAY, Replica
+from tests.sim.replicas import DECIDE_AHEAD, NAMESPACE, STATUS_DELAY, Replica
 from tests.sim.specs import TEMPLATE, backfill_patch, edited, random_spec, trigger_patch
 from tests.unit.faketime import FakeTime
 
@@ -109,6 +109,7 @@ class Options:
     # generator of its own, so that the rest of a seed's run is what it was before).
     claim_window: timedelta | None = None
     status_delay: timedelta = STATUS_DELAY  # the replicas' --status-delay
+    decide_ahead: timedelta = DECIDE_AHEAD  # the replicas' --decide-ahead
     # Steer clear of the bugs FINDINGS.md lists (no backfills, no failed deletes, no
     # retry, no trigger asking Replace), so that a long campaign can look for others.
     avoid_known: bool = False
@@ -235,6 +236,10 @@ class Simulation:
                     (f"SKEW={self.options.clock_skew:g}", bool(self.options.clock_skew)),
                     (f"SCHEDULES={self.options.schedules}", self.options.schedules != 4),
                     (f"WINDOW={self.claim_window.total_seconds():g}", True),
+                    (
+                        f"AHEAD={self.options.decide_ahead.total_seconds():g}",
+                        self.options.decide_ahead != DECIDE_AHEAD,
+                    ),
                 ]
                 if on
             ),
@@ -285,6 +290,7 @@ class Simulation:
             skew=self.options.clock_skew,
             claim_window=self.claim_window,
             status_delay=self.options.status_delay,
+            decide_ahead=self.options.decide_ahead,
         )
         self.replicas.append(replica)
         replica.start()

@@ -99,6 +99,8 @@ MARS = 'unknown time zone "Mars/Base"'
         (["run", "--status-delay", "-1"], "--status-delay must be 0 or more, got -1.0"),
         (["run", "--claim-window", "5"], "--claim-window must be 10-600 seconds, got 5"),
         (["run", "--claim-window", "601"], "--claim-window must be 10-600 seconds, got 601"),
+        (["run", "--decide-ahead", "-0.1"], "--decide-ahead must be 0-2 seconds, got -0.1"),
+        (["run", "--decide-ahead", "3"], "--decide-ahead must be 0-2 seconds, got 3"),
     ],
 )
 def test_bad_input_is_one_line_and_status_2(

@@ -9,12 +9,13 @@ API's answers are tested against the real control plane.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import dataclasses
 import logging
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -36,10 +37,12 @@ from punctual.runtime.reconciling import (
     Reconciler,
     Role,
     Roles,
+    decidable_ahead,
     trace,
 )
 from punctual.runtime.view import LeaderView
 from tests.unit.fakeapi import FakeApi
+from tests.unit.faketime import FakeTime
 
 from .builders import (
     DONE,
@@ -152,6 +155,7 @@ class FakeQueue:
     free: bool
     asked: list[tuple[str, str]] = field(default_factory=list)
     postponed: list[tuple[str, str]] = field(default_factory=list)
+    ahead: dict[tuple[str, str], bool] = field(default_factory=dict)
 
     def admit(self, key: tuple[str, str]) -> bool:
         self.asked.append(key)
@@ -159,6 +163,12 @@ class FakeQueue:
 
     def postpone(self, key: tuple[str, str]) -> None:
         self.postponed.append(key)
+
+    def woken_for(self, key: tuple[str, str]) -> datetime | None:
+        return None
+
+    def decide_ahead(self, key: tuple[str, str], allowed: bool) -> None:
+        self.ahead[key] = allowed
 
 
 @dataclass
@@ -205,6 +215,89 @@ async def test_a_due_tick_is_decided_applied_and_remembered() -> None:
     assert view.unwritten_since[KEY] == T0
     assert view.schedule(KEY) is not None
     assert view.written[KEY]["metadata"]["resourceVersion"] == "4712"  # our write, kept
+
+
+@dataclass
+class AheadQueue(FakeQueue):
+    """The scheduler loop woke the pass ahead of its timer's instant."""
+
+    instant: datetime = T0
+
+    def woken_for(self, key: tuple[str, str]) -> datetime | None:
+        return self.instant
+
+
+def woken_ahead(world: World, time: FakeTime, instant: datetime) -> Reconciler:
+    """A reconciler on simulated time whose passes the scheduler woke ahead of `instant`."""
+    return Reconciler(
+        api=world.api,
+        view=LeaderView(
+            Live(lambda: {KEY: pack(world.body)}), Live(lambda: {UID: list(world.jobs)})
+        ),
+        roles=Roles([Role(world.lease, world.applier)]),
+        clock=time,
+        sleeper=time,
+        status_delay=DELAY,
+        forget=world.forgotten.append,
+        queue=AheadQueue(free=True, instant=instant),
+    )
+
+
+async def test_a_pass_woken_ahead_decides_as_of_its_instant_and_writes_only_then() -> None:
+    """`--decide-ahead`: the pass runs before the tick and decides the tick's create as a
+    pass at the tick would; nothing is sent until the clock reaches the tick."""
+    time = FakeTime(T0 - timedelta(milliseconds=400))
+    world = due_now()
+    sent_at: list[datetime] = []
+    world.applier.during.append(lambda: sent_at.append(time.now()))
+    pass_ = asyncio.create_task(woken_ahead(world, time, T0)(KEY))
+    await time.advance(0.4 - 1e-6)
+    assert not sent_at and not pass_.done()  # decided, waiting for its instant
+    await time.advance(1e-6)
+    wake = await pass_
+    [decision] = world.applier.decisions
+    assert [c.name for c in decision.creates] == [n(T0)]  # as a pass at T0 decides
+    assert sent_at and min(sent_at) == T0  # nothing before the tick
+    assert wake == T0 + DELAY
+    # Without the queue's instant the same pass at T0 - 0.4 s has nothing to create.
+    early = due_now()
+    early.clock = FixedClock(T0 - timedelta(milliseconds=400))
+    early_reconciler, _ = early.reconciler()
+    await early_reconciler(KEY)
+    assert all(not d.creates for d in early.applier.decisions)
+
+
+async def test_a_pass_woken_ahead_decides_a_run_dependent_schedule_only_at_its_instant() -> None:
+    """Under Forbid a run ending in the moments before the tick changes what the tick
+    does: such a pass decides as of now (nothing due yet), and tells the loop to serve
+    the schedule's timers at their instant from then on."""
+    time = FakeTime(T0 - timedelta(milliseconds=400))
+    world = World(schedule_body(spec_body(concurrencyPolicy="Forbid")))
+    queue = AheadQueue(free=True, instant=T0)
+    reconciler = woken_ahead(world, time, T0)
+    reconciler.queue = queue
+    assert await reconciler(KEY) == T0  # nothing due as of now: look again at the tick
+    assert all(not d.creates for d in world.applier.decisions)
+    assert queue.ahead == {KEY: False}
+
+
+@pytest.mark.parametrize(
+    ("spec", "ahead"),
+    [
+        ({}, True),
+        ({"concurrencyPolicy": "Allow"}, True),
+        ({"concurrencyPolicy": "Forbid"}, False),
+        ({"concurrencyPolicy": "Replace"}, False),
+        ({"concurrencyPolicy": "BufferOne"}, False),
+        ({"maxConcurrent": 3}, False),
+        ({"concurrencyGroup": "nightly"}, False),
+        ({"after": [{"schedule": "upstream"}]}, False),
+    ],
+)
+def test_only_a_schedule_no_runs_state_decides_is_decided_ahead(
+    spec: dict[str, Any], ahead: bool
+) -> None:
+    assert decidable_ahead(schedule_body(spec_body(**spec))) is ahead
 
 
 async def test_a_create_that_did_not_land_is_looked_at_again_in_seconds() -> None:

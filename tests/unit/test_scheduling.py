@@ -118,6 +118,73 @@ async def test_a_key_woken_at_an_instant_is_processed_at_that_instant_and_not_be
     assert work.calls == [(KEY, due)]  # once
 
 
+async def test_a_key_woken_ahead_is_served_that_much_before_and_told_its_instant() -> None:
+    time = FakeTime()
+    work = Work(time)
+    loop = SchedulerLoop(work, clock=time, sleeper=time, ahead=ms(500))
+    told: list[datetime | None] = []
+    work.on_call = lambda _: told.append(loop.woken_for(work.calls[-1][0]))
+    due = T0 + timedelta(seconds=10)
+    async with running(loop, time):
+        loop.wake_at(KEY, due)
+        await time.advance_to(due - ms(500) - TICK)
+        assert work.calls == []
+        await time.advance_to(due - ms(500))
+        assert work.calls == [(KEY, due - ms(500))]
+        assert told == [due]  # the pass decides as of its instant
+        await time.advance_to(due)  # the loop holds it until then
+        assert loop.woken_for(KEY) is None  # and only that pass
+        loop.notify(KEY)  # a change: looked at now, as of now
+        await time.run_until_idle()
+        assert told == [due, None]
+        loop.wake_at(KEY, due + ms(200))  # within `ahead`: served at once
+        await time.run_until_idle()
+        assert told == [due, None, due + ms(200)]
+        assert work.instants(KEY) == [due - ms(500), due, due]
+
+
+async def test_a_pass_woken_ahead_ends_no_sooner_than_its_instant() -> None:
+    """Its retry (a lapsed leadership's, a second on, reckoned when it ran) is then past
+    and served once, as of its own time: reckoned from before the instant, a retry within
+    `ahead` was served again at once, and again (the simulator at AHEAD=2, seed 3)."""
+    time = FakeTime()
+    work = Work(time)
+    loop = SchedulerLoop(work, clock=time, sleeper=time, ahead=ms(2000))
+    due = T0 + timedelta(seconds=10)
+    work.next_wake[KEY] = due - ms(1000)  # a retry a second after it ran, 2 s early
+    async with running(loop, time):
+        loop.wake_at(KEY, due)
+        await time.advance_to(due - ms(2000))
+        assert work.calls == [(KEY, due - ms(2000))]
+        await time.advance_to(due - TICK)
+        assert len(work.calls) == 1  # held until its instant, not served again
+        await time.advance_to(due)
+        assert work.calls == [(KEY, due - ms(2000)), (KEY, due)]
+
+
+async def test_a_key_told_not_to_be_decided_ahead_is_served_at_its_instant() -> None:
+    """And it holds back no timer behind it that may be served ahead."""
+    time = FakeTime()
+    work = Work(time)
+    loop = SchedulerLoop(work, clock=time, sleeper=time, ahead=ms(500))
+    due = T0 + timedelta(seconds=10)
+    async with running(loop, time):
+        loop.decide_ahead(KEY, False)
+        loop.wake_at(KEY, due)
+        loop.wake_at(OTHER, due + ms(100))
+        await time.advance_to(due + ms(100) - ms(500))
+        assert work.calls == [(OTHER, due - ms(400))]
+        assert loop.timers == 1  # KEY's, held for its instant
+        await time.advance_to(due - TICK)
+        assert work.count(KEY) == 0
+        await time.advance_to(due)
+        assert work.instants(KEY) == [due]
+        loop.decide_ahead(KEY, True)  # its spec changed: ahead again
+        loop.wake_at(KEY, due + timedelta(seconds=5))
+        await time.advance_to(due + timedelta(seconds=5) - ms(500))
+        assert work.instants(KEY) == [due, due + timedelta(seconds=5) - ms(500)]
+
+
 async def test_the_loop_goes_by_the_injected_clock_when_its_estimate_moves_ahead() -> None:
     # The clock is the estimate of the API server's; it moves when a response narrows it,
     # and the loop reads it again at its next input.

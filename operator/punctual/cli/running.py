@@ -163,6 +163,14 @@ def add_run_command(subparsers: Any) -> None:
         type=float,
     )
     add(
+        "--decide-ahead",
+        "PUNCTUAL_DECIDE_AHEAD",
+        f"seconds before a tick (0-{MAX_AHEAD:g}) its pass may decide, on what the watches "
+        "hold then; its Job is still sent at the tick, never before: at a second many "
+        "schedules share, only their creates are left for it",
+        type=float,
+    )
+    add(
         "--log-level",
         "PUNCTUAL_LOG_LEVEL",
         "log level",
@@ -223,6 +231,7 @@ def _run(arguments: argparse.Namespace, context: Context) -> int:
         burst=arguments.burst,
         status_delay=arguments.status_delay,
         claim_window=arguments.claim_window,
+        decide_ahead=arguments.decide_ahead,
         log_level=arguments.log_level,
         log_format=arguments.log_format,
         fence=arguments.fence or None,
@@ -243,6 +252,10 @@ def _run(arguments: argparse.Namespace, context: Context) -> int:
     return 0
 
 
+# A pass decided further ahead acts on older news of its schedule and Jobs (a suspend
+# sent that long before a tick may not stop it) and holds a worker while it waits.
+MAX_AHEAD = 2.0
+
 # Each shard costs every replica one Lease read (and its holder one write) per retry
 # period, and one watch.
 MAX_SHARDS = 256
@@ -260,6 +273,8 @@ def _problem_with(options: Options) -> str | None:
             f"--claim-window must be {MIN_WINDOW:g}-{MAX_WINDOW:g} seconds, "
             f"got {options.claim_window:g}"
         )
+    if not 0 <= options.decide_ahead <= MAX_AHEAD:
+        return f"--decide-ahead must be 0-{MAX_AHEAD:g} seconds, got {options.decide_ahead:g}"
     if not 1 <= options.shards <= MAX_SHARDS:
         return f"--shards must be 1-{MAX_SHARDS}, got {options.shards}"
     if options.workers < 1:

@@ -44,6 +44,10 @@ class Options:
     # The claim window (core.claiming.claim_window): one status write claims every
     # scheduled tick of the next this-many seconds, claimed again when half is used.
     claim_window: float = 60.0
+    # Seconds ahead of a timer's instant a pass may decide (runtime.scheduling): at an
+    # instant many schedules share, their deciding is done before it and only their
+    # requests are left at it. Nothing is written before the instant.
+    decide_ahead: float = 0.5
     log_level: str = "INFO"
     log_format: str = "text"  # or "json"
     metrics_port: int | None = 8080  # None: no HTTP endpoint

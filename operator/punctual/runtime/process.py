@@ -119,6 +119,7 @@ class Operator:
             clock=clock,
             workers=options.workers,
             routine_slots=max(1, options.workers // 8),
+            ahead=timedelta(seconds=options.decide_ahead),
         )
         limiter = RateLimiter(options.qps, options.burst)  # one for all shards
         # One role per shard: its elector, and an applier that writes only while it leads.

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from punctual.clocks import Clock
+from punctual.clocks import Clock, EventLoopSleeper, Sleeper
 from punctual.core.calendars import Known
 from punctual.core.chaining import after_names, find_cycle, upstream_of
 from punctual.core.deciding import DEFAULT_WINDOW, decide
@@ -101,11 +101,16 @@ class Grouping(Protocol):
 
 
 class Queueing(Protocol):
-    """Where routine writes wait their turn (runtime.scheduling.SchedulerLoop)."""
+    """Where routine writes wait their turn, and which instant a pass was woken ahead of
+    (runtime.scheduling.SchedulerLoop)."""
 
     def admit(self, key: Key) -> bool: ...
 
     def postpone(self, key: Key) -> None: ...
+
+    def woken_for(self, key: Key) -> datetime | None: ...
+
+    def decide_ahead(self, key: Key, allowed: bool) -> None: ...
 
 
 class Applying(Protocol):
@@ -127,6 +132,21 @@ class Applying(Protocol):
     async def free(
         self, namespace: str, name: str, uid: str, applied: Applied, kind: WorkloadKind = ...
     ) -> None: ...
+
+
+def decidable_ahead(body: Mapping[str, Any]) -> bool:
+    """Whether a schedule's passes may be decided ahead of their instant: only where no
+    run's state decides what its ticks do (concurrencyPolicy Allow, no maxConcurrent, no
+    concurrencyGroup, no spec.after). Elsewhere a run ending in the last moments before a
+    tick changes the tick (Forbid skips it, a buffer holds it, a group's room), and a
+    decision made ahead would judge it on the run as it was then."""
+    spec = body.get("spec") or {}
+    return (
+        spec.get("concurrencyPolicy", "Allow") == "Allow"
+        and spec.get("maxConcurrent") is None
+        and group_of(body) is None
+        and not after_names(body)
+    )
 
 
 def postponed(queue: Queueing | None, key: Key, decision: Decision, *, now: datetime) -> bool:
@@ -194,7 +214,9 @@ class Reconciler:
         verified_triggers: bool = False,
         synced: Callable[[], bool] = lambda: True,
         claim_window: timedelta = DEFAULT_WINDOW,
+        sleeper: Sleeper | None = None,
     ) -> None:
+        self.sleeper = sleeper or EventLoopSleeper()  # waits for a pass woken ahead
         self.claim_window = claim_window  # how far ahead one write claims ticks
         self.synced = synced  # both lists are in: a schedule not in the view does not exist
         self.groups = groups
@@ -287,6 +309,14 @@ class Reconciler:
         self.group_reports[where] = status  # written, or nothing to write to (a mutex)
 
     async def _pass(self, key: Key) -> datetime | None:
+        # Woken ahead of a timer's instant (`SchedulerLoop.woken_for`): decided as of that
+        # instant, on what the view holds now, and written only once it has come. The
+        # decision is the one a pass at the instant would make on a view that far behind
+        # the API server, which every pass allows for (watches lag): the claim's
+        # resourceVersion precondition, the tick's name and the fence keep both promises
+        # as they do for any pass, and no create is sent before its tick. (A pass that
+        # writes nothing the loop holds until the instant: `SchedulerLoop._work`.)
+        at = None if self.queue is None else self.queue.woken_for(key)
         if not self.roles.leads_any():
             if self.roles.lapsed_any():
                 return self._dropped(key)
@@ -312,14 +342,20 @@ class Reconciler:
             if mine is Ownership.CONFLICT:
                 return self.clock.now() + CONFLICT_RECHECK
             uid = body["metadata"]["uid"]
-            decision = self._decide(key, body, uid, epoch, role)
+            if self.queue is not None:  # for its next timer (a spec edit may change it)
+                ahead = decidable_ahead(body)
+                self.queue.decide_ahead(key, ahead)
+                if not ahead:
+                    at = None  # this once: decided as of now, and again at its instant
+            decision = self._decide(key, body, uid, epoch, role, self._now(at))
             if not decision.writes:
                 self.view.cleanup_backlog.pop(key, None)  # nothing left to clean up
                 return decision.next_wake
-            if postponed(self.queue, key, decision, now=self.clock.now()):
+            if postponed(self.queue, key, decision, now=self._now(at)):
                 return routine_wake(decision)
             if logger.isEnabledFor(logging.DEBUG):
                 logger.debug("%s/%s: %s", *key, trace(body, decision))
+            await self._until(at)
             try:
                 applied = await role.applier.apply(
                     body,
@@ -342,7 +378,7 @@ class Reconciler:
             wrote = decision.status is not None or bool(applied.failed)
             self.view.remember(key, uid, applied, wrote_status=wrote)
             if not applied.stale:
-                return self._after(key, decision, applied)
+                return self._after(key, decision, applied, self._now(at))
             try:  # the claim lost: read the schedule as it is now, and decide again
                 self.view.reread(key, await self.api.get(schedule_path(*key)))
             except NotFound:
@@ -353,7 +389,20 @@ class Reconciler:
                 return self._later()
         return self._later()
 
-    def _after(self, key: Key, decision: Decision, applied: Applied) -> datetime | None:
+    def _now(self, at: datetime | None) -> datetime:
+        """The instant a pass decides as of: the clock's, or the later one it was woken
+        ahead of."""
+        now = self.clock.now()
+        return now if at is None or at <= now else at
+
+    async def _until(self, at: datetime | None) -> None:
+        """Return once the clock (the API server's, never early) has reached `at`."""
+        while at is not None and (left := (at - self.clock.now()).total_seconds()) > 0:
+            await self.sleeper.sleep(left)
+
+    def _after(
+        self, key: Key, decision: Decision, applied: Applied, now: datetime
+    ) -> datetime | None:
         """When to look again after applying `decision`. Once every create landed, its
         claims need no recheck in seconds (which, in a herd, competed with the herd's
         own passes): only the write that records them, at most the status delay from
@@ -363,11 +412,13 @@ class Reconciler:
         )
         if not decision.creates or not landed:
             return decision.next_wake
-        since = self.view.unwritten_since.setdefault(key, self.clock.now())
+        since = self.view.unwritten_since.setdefault(key, now)
         due = since + self.status_delay
         return due if decision.landed_wake is None else min(decision.landed_wake, due)
 
-    def _decide(self, key: Key, body: dict[str, Any], uid: str, epoch: int, role: Role) -> Decision:
+    def _decide(
+        self, key: Key, body: dict[str, Any], uid: str, epoch: int, role: Role, now: datetime
+    ) -> Decision:
         """Decide, and leave the status for a later write when it may wait."""
         installation = None if self.installation is None else self.installation.name
         jobs = self.view.jobs(uid)
@@ -376,12 +427,12 @@ class Reconciler:
         decision = decide(
             body,
             jobs,
-            now=self.clock.now(),
+            now=now,
             leadership=Leadership(epoch, role.elector.identity, installation, role.shard),
             freezes=self.freezes(key[0]),
             calendars=self.calendars(),
             served=self.served(),
-            group=self._group(key, body),
+            group=self._group(key, body, now),
             verified_triggers=self.verified_triggers,
             upstreams=upstreams,
             window=self.claim_window,
@@ -406,7 +457,7 @@ class Reconciler:
         delayed = delay_write(
             decision,
             unwritten_since=self.view.unwritten_since.get(key),
-            now=self.clock.now(),
+            now=now,
             delay=self.status_delay,
         )
         if delayed.unwritten_since is not None:
@@ -438,7 +489,7 @@ class Reconciler:
 
         return Upstreams(found, find_cycle(key[1], upstreams_of))
 
-    def _group(self, key: Key, body: Mapping[str, Any]) -> Group | None:
+    def _group(self, key: Key, body: Mapping[str, Any], now: datetime) -> Group | None:
         """The schedule's concurrency group as it stands (`core.groups.state`), from the
         other members as this leader's view holds them."""
         name = group_of(body)
@@ -456,7 +507,7 @@ class Reconciler:
             me=key[1],
             my_jobs=self.view.jobs(str(body["metadata"]["uid"])),
             others=others,
-            now=self.clock.now(),
+            now=now,
         )
 
     def _forget(self, key: Key) -> str | None:

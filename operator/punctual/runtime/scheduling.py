@@ -11,6 +11,11 @@ to do with a schedule is the `process` callback's business.
   `clock.now()` to the earliest wake-up, and reads the clock again whenever it wakes
   (the estimate may have moved meanwhile). The Sleeper is asyncio's in production and
   simulated time in the tests, which assert "processed at T, not before" exactly.
+* Woken ahead (`ahead`, `punctual run --decide-ahead`): a timer whose instant is
+  within `ahead` of `clock.now()` is served now, and `woken_for(key)` tells its pass the
+  instant, so that it decides as of that instant and sends its writes only once the
+  clock reaches it (runtime.reconciling). At an instant many schedules share, the
+  passes' deciding is then done before it, and only their requests are left at it.
 * A key that is notified while it is being processed is processed again afterwards,
   so no change is lost and no schedule is processed concurrently with itself.
 * Keys whose wake-up time came wait in one lane, served first, earliest first: a tick
@@ -60,8 +65,13 @@ class SchedulerLoop:
         workers: int = 128,
         routine_slots: int = 16,
         sleeper: Sleeper | None = None,
+        ahead: timedelta = timedelta(0),
     ) -> None:
         self._process = process
+        self._ahead = ahead
+        self._woken_for: dict[Key, datetime] = {}  # timers served ahead of their instant
+        self._exact: set[Key] = set()  # keys never served ahead (decide_ahead)
+        self._held: list[tuple[datetime, int, Key]] = []  # their timers within `ahead`
         self._clock = clock
         self._sleeper = sleeper or EventLoopSleeper()
         self._workers = workers
@@ -129,6 +139,21 @@ class SchedulerLoop:
     def forget(self, key: Key) -> None:
         self._wake.pop(key, None)
         self._routine.pop(key, None)
+        self._woken_for.pop(key, None)
+        self._exact.discard(key)
+
+    def decide_ahead(self, key: Key, allowed: bool) -> None:
+        """Whether `key`'s timers may be served ahead of their instant (the pass says:
+        runtime.reconciling.decidable_ahead); until told, they may."""
+        if allowed:
+            self._exact.discard(key)
+        else:
+            self._exact.add(key)
+
+    def woken_for(self, key: Key) -> datetime | None:
+        """The instant of the timer the pass over `key` (running now) was woken ahead of,
+        if it was: the pass decides as of it, and writes nothing before it."""
+        return self._woken_for.get(key)
 
     def admit(self, key: Key) -> bool:
         """Whether the pass over `key` (running now) may make its routine write: it was
@@ -149,8 +174,8 @@ class SchedulerLoop:
 
     @property
     def timers(self) -> int:
-        """Entries in the timer heap, superseded ones included (dropped as they come due)."""
-        return len(self._heap)
+        """Entries in the timer heaps, superseded ones included (dropped as they come due)."""
+        return len(self._heap) + len(self._held)
 
     @property
     def pending(self) -> int:
@@ -176,11 +201,23 @@ class SchedulerLoop:
 
     def _promote_due(self) -> None:
         now = self._clock.now()
-        while self._heap and self._heap[0][0] <= now:
-            instant, _, key = heapq.heappop(self._heap)
+        while self._held and self._held[0][0] <= now:  # exact timers, now due
+            instant, _, key = heapq.heappop(self._held)
             if self._wake.get(key) == instant:
                 del self._wake[key]
                 self._notify_due(key)
+        while self._heap and self._heap[0][0] <= now + self._ahead:
+            entry = heapq.heappop(self._heap)
+            instant, _, key = entry
+            if self._wake.get(key) != instant:
+                continue  # superseded
+            if instant > now and key in self._exact:
+                heapq.heappush(self._held, entry)  # served at its instant, not ahead
+                continue
+            del self._wake[key]
+            if instant > now:
+                self._woken_for[key] = instant
+            self._notify_due(key)
 
     def _notify_due(self, key: Key) -> None:
         """Like `notify`, in the lane served first. (A copy of the key may also wait in a
@@ -192,12 +229,18 @@ class SchedulerLoop:
             self._due.append(key)
         self._kick.set()
 
+    def _seconds_until(self, instant: datetime) -> float:
+        return (instant - self._clock.now()).total_seconds()
+
     def _seconds_to_next(self) -> float | None:
-        while self._heap and self._wake.get(self._heap[0][2]) != self._heap[0][0]:
-            heapq.heappop(self._heap)  # superseded entries
-        if not self._heap:
+        for heap in (self._heap, self._held):
+            while heap and self._wake.get(heap[0][2]) != heap[0][0]:
+                heapq.heappop(heap)  # superseded entries
+        nexts = [self._heap[0][0] - self._ahead] if self._heap else []
+        nexts += [self._held[0][0]] if self._held else []
+        if not nexts:
             return None
-        return max(0.0, (self._heap[0][0] - self._clock.now()).total_seconds())
+        return max(0.0, (min(nexts) - self._clock.now()).total_seconds())
 
     def _dispatch(self) -> None:
         """Free workers to the due lane, then the postponed routine writes (their
@@ -253,8 +296,15 @@ class SchedulerLoop:
 
     async def _work(self, key: Key) -> None:
         next_wake: datetime | None = None
+        instant = self._woken_for.get(key)
         try:
             next_wake = await self._process(key)
+            # A pass woken ahead ends no sooner than its instant: the wake-up it returns
+            # (a retry a second on) is then reckoned as without `ahead`. Reckoned from
+            # before it, one within `ahead` was served again at once, and again (the
+            # simulator's loop never went quiet at AHEAD=2).
+            while instant is not None and (left := self._seconds_until(instant)) > 0:
+                await self._sleeper.sleep(left)
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -263,6 +313,8 @@ class SchedulerLoop:
         finally:
             self._running.discard(key)
             self._routine_running.discard(key)
+            if key not in self._dirty_due:  # else woken again while running: for that pass
+                self._woken_for.pop(key, None)
         self.wake_at(key, next_wake)
         by = self._dirty_by.pop(key, None)
         if by is not None:
