@@ -188,7 +188,8 @@ class Roles:
 
 
 class Reconciler:
-    """One pass over one schedule. Over 300 lines: the pass itself, the concurrency
+    """One pass over one schedule. Over 400 lines: the pass itself (with its wait when woken
+    ahead of its instant), the concurrency
     group's members and report (read under the group's lock, so kept beside the pass; the
     group's state is `core.groups.state`), the
     upstreams of spec.after, and the release of a deleted schedule's Jobs, which all read
