@@ -39,7 +39,13 @@ and to SOAK_OUT (bench/results-soak/results.md).
 
 SOAK_MINUTES sets the length (the test is skipped without it); `make soak` runs 60.
 SOAK_FAULTS (the kinds, comma-separated, in turn) and SOAK_WRAPPER (a command each
-replica's interpreter runs under, such as a heap profiler) are for finding a cause.
+replica's interpreter runs under, such as a heap profiler) are for finding a cause, and so
+are SOAK_ENV_A and SOAK_ENV_B (`NAME=value` pairs, space-separated, added to one replica's
+environment: `SOAK_ENV_B=PYTHONMALLOC=malloc` runs replica b on the C allocator alone, an
+A/B in one run). Each sample also splits the resident memory by where it lives
+(`/proc/<pid>/smaps`): the C allocator's main heap (`[heap]`, grown by brk), anonymous
+mappings (the interpreter's own arenas of small objects, 1 MiB each, and large blocks the C
+allocator maps one by one) and files (the interpreter, libraries); only the total is judged.
 """
 
 from __future__ import annotations
@@ -99,6 +105,29 @@ class Sample:
     fds: int
     role: str  # "leader", "standby", or "" (its /metrics did not answer)
     heap_blocks: float | None
+    brk_mib: float | None = None  # resident in the C allocator's main heap ([heap])
+    anon_mib: float | None = None  # resident in anonymous mappings (pymalloc's arenas, ...)
+
+
+def resident_by_mapping(pid: int) -> tuple[float, float] | None:
+    """Resident MiB of a process in `[heap]` and in anonymous mappings (smaps), or None."""
+    brk = anon = 0
+    current = ""
+    try:
+        with open(f"/proc/{pid}/smaps") as smaps:
+            for line in smaps:
+                first = line.split(maxsplit=6)
+                if first and "-" in first[0] and len(first) >= 5 and ":" not in first[0]:
+                    current = first[5].strip() if len(first) > 5 else ""
+                elif first and first[0] == "Rss:":
+                    kib = int(first[1])
+                    if current == "[heap]":
+                        brk += kib
+                    elif current == "" or current.startswith("[anon"):
+                        anon += kib
+    except (OSError, ValueError, IndexError):
+        return None
+    return brk / 1024, anon / 1024
 
 
 @dataclass
@@ -125,14 +154,17 @@ class Memory:
             leader = scraped.get("punctual_leader")
             role = "" if leader is None else "leader" if leader else "standby"
             heap = scraped.get("punctual_heap_blocks")
-            self.samples.append(Sample(minute, op.identity, rss / 1024, fds, role, heap))
+            brk, anon = resident_by_mapping(pid) or (None, None)
+            self.samples.append(Sample(minute, op.identity, rss / 1024, fds, role, heap, brk, anon))
 
     def write(self, path: Path, faults: list[tuple[float, str]]) -> None:
-        rows = ["minute,replica,role,rss_mib,fds,heap_blocks,fault"]
-        rows += [f"{m:.2f},,,,,,{kind}" for m, kind in faults]
+        rows = ["minute,replica,role,rss_mib,fds,heap_blocks,fault,brk_mib,anon_mib"]
+        rows += [f"{m:.2f},,,,,,{kind},," for m, kind in faults]
         rows += [
             f"{s.minute:.2f},{s.identity},{s.role},{s.rss_mib:.1f},{s.fds},"
-            f"{'' if s.heap_blocks is None else int(s.heap_blocks)},"
+            f"{'' if s.heap_blocks is None else int(s.heap_blocks)},,"
+            f"{'' if s.brk_mib is None else f'{s.brk_mib:.1f}'},"
+            f"{'' if s.anon_mib is None else f'{s.anon_mib:.1f}'}"
             for s in self.samples
         ]
         body = sorted(rows[1:], key=lambda row: float(row.split(",")[0]))
@@ -288,8 +320,10 @@ def test_an_hour_of_2000_schedules_under_faults(
         campaign = Campaign(crd, namespace, ops, rng, deletable=deletable)
         # SOAK_WRAPPER: a command each replica's interpreter runs under (a profiler).
         wrapper = tuple(shlex.split(os.environ.get("SOAK_WRAPPER", "")))
-        ops.start("a", "--workers", "256", wrapper=wrapper)
-        ops.start("b", "--workers", "256", wrapper=wrapper)
+        for identity in ("a", "b"):
+            env = os.environ.get(f"SOAK_ENV_{identity.upper()}", "")
+            added = dict(pair.split("=", 1) for pair in shlex.split(env))
+            ops.start(identity, "--workers", "256", wrapper=wrapper, env=added)
         wait_until(lambda: leader_of(crd, namespace) in ("a", "b"), 30, what="a leader")
         asyncio.run(create_all(crd, namespace))
         memory.started = time.monotonic()
@@ -377,13 +411,18 @@ def test_an_hour_of_2000_schedules_under_faults(
         (identity, role, what): role_growth(memory.samples, identity, role, what)
         for identity in ("a", "b")
         for role in ("leader", "standby")
-        for what in ("rss_mib", "heap_blocks")
+        for what in ("rss_mib", "heap_blocks", "brk_mib", "anon_mib")
     }
     table = "\n".join(
         [
             f"soak: {minutes:.0f} min, {COUNT} schedules ({CRON}), "
             f"{sum(campaign.faults.values())} faults: "
-            + ", ".join(f"{k} {v}" for k, v in campaign.faults.items()),
+            + ", ".join(f"{k} {v}" for k, v in campaign.faults.items())
+            + "".join(
+                f"; replica {i} with {os.environ[f'SOAK_ENV_{i.upper()}']}"
+                for i in ("a", "b")
+                if os.environ.get(f"SOAK_ENV_{i.upper()}")
+            ),
             "",
             "| minute | replica a | replica b |",
             "|---|---|---|",
@@ -406,7 +445,12 @@ def test_an_hour_of_2000_schedules_under_faults(
                     for i in ("a", "b")
                 )
                 + " |"
-                for what, label in (("rss_mib", "resident memory"), ("heap_blocks", "heap"))
+                for what, label in (
+                    ("rss_mib", "resident memory"),
+                    ("heap_blocks", "heap"),
+                    ("brk_mib", "of the resident memory, [heap] (not judged)"),
+                    ("anon_mib", "of the resident memory, anonymous (not judged)"),
+                )
                 for role in ("leader", "standby")
             ),
             "",
@@ -433,6 +477,8 @@ def test_an_hour_of_2000_schedules_under_faults(
         for identity, grown in descriptors.items():
             assert grown is not None and grown <= 0.10, f"replica {identity}: fds grew {grown}"
         for (identity, role, what), grown in within.items():
+            if what not in ("rss_mib", "heap_blocks"):
+                continue  # where the resident memory lives: for finding a cause
             assert grown is None or grown <= 0.10, (
                 f"replica {identity}: {what} as {role} grew {grown}"
             )
