@@ -1,6 +1,7 @@
 """The sustained ramp: the plain client and Punctual at the same steady rates, side by side.
 
     python bench/ramp.py [--rates 50,100,150] [--step-minutes 5] [--clients plain,punctual]
+                         [--kind job|export]
     python bench/render.py bench/results-ramp   # rebuild results.md from raw/ramp.json
 
 Why it exists: bench/scale.py's sustained row set Punctual under a steady load against
@@ -22,6 +23,12 @@ by side.
   Both Job templates are bench/scenarios.JOB_TEMPLATE with ttlSecondsAfterFinished 30:
   the TTL controller removes the finished Jobs of both (Punctual's history limits are
   above a step's firings, so it deletes none itself).
+* `--kind export`: both clients create Exports (the e2e suite's CRD kind,
+  e2e/manifests/workloads/) instead of Jobs, Punctual through `spec.workloadTemplate`
+  and `--workload-kinds`. No controller acts on an Export: no pods, no status changes,
+  no TTL, so the step measures the clients and the API server alone, the headroom the
+  Job controller, the scheduler and the pods' writes hide. An Export never finishes:
+  Punctual counts each as running until the drain deletes it.
 * Sustained: no tick missing when the window closes (at most a minute after the last
   tick), none created twice, and the skew's p99 (the audit log's requestReceivedTimestamp
   of the create minus the tick) at most 1 s. A client's ramp stops at its first step not
@@ -67,6 +74,35 @@ if TYPE_CHECKING:
     from trial import Trial
 
 EXPRESSION = "H * * * * *"
+
+
+class Kind:
+    """What a step's clients create: Jobs, or a CRD kind no controller acts on."""
+
+    def __init__(self, name: str, group_version: str, plural: str, kind: str) -> None:
+        self.name = name
+        self.group_version = group_version  # "batch/v1"
+        self.plural = plural  # the audit log's resource
+        self.kind = kind
+
+    def collection(self, namespace: str) -> str:
+        root = "/api" if "/" not in self.group_version else "/apis"
+        return f"{root}/{self.group_version}/namespaces/{namespace}/{self.plural}"
+
+    def plain_body(self, name: str, spec: dict[str, Any]) -> dict[str, Any]:
+        """What the plain client creates for `name`, `spec` from `template_of`."""
+        return {
+            "apiVersion": self.group_version,
+            "kind": self.kind,
+            "metadata": {"name": name},
+            "spec": spec,
+        }
+
+
+JOB = Kind("job", "batch/v1", "jobs", "Job")
+EXPORT = Kind("export", "batch.example.com/v1", "exports", "Export")
+KINDS = {kind.name: kind for kind in (JOB, EXPORT)}
+EXPORT_SPEC = {"source": "bench.table", "destination": "s3://bench/", "format": "parquet"}
 SKEW_P99 = 1.0  # seconds: a step is sustained only with the skew's p99 at most this
 CLOSE_AFTER = 60.0  # seconds after the last tick a window stays open for late creates
 TTL = 30  # ttlSecondsAfterFinished of both clients' Jobs
@@ -92,6 +128,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--step-minutes", type=int, default=5)
     parser.add_argument("--clients", default="plain,punctual")
     parser.add_argument(
+        "--kind", default="job", choices=sorted(KINDS), help="what both clients create"
+    )
+    parser.add_argument(
         "--punctual-flags",
         default="",
         help="flags added to `punctual run` (e.g. '--claim-window 600 --status-delay 300')",
@@ -105,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     (settings.results / "raw").mkdir(parents=True, exist_ok=True)
     port_base = int(os.environ.get("BENCH_PORT_BASE") or PORT_BASE)
     flags = tuple(shlex.split(args.punctual_flags))
-    if not run(settings, port_base, rates, args.step_minutes, clients, flags):
+    if not run(settings, port_base, rates, args.step_minutes, clients, flags, KINDS[args.kind]):
         return 130
     for path in rendering.render(settings.results):
         log(f"report: {rel(path)}")
@@ -119,6 +158,7 @@ def run(
     minutes: int,
     clients: list[str],
     flags: tuple[str, ...] = (),
+    kind: Kind = JOB,
 ) -> bool:
     from campaign import clean
     from machine import machine
@@ -134,7 +174,7 @@ def run(
         path.write_text(json.dumps(clean(result), indent=1) + "\n")
 
     async def body(t: Trial) -> None:
-        await ramp(t, rates, minutes, clients, save, flags)
+        await ramp(t, rates, minutes, clients, save, flags, kind)
 
     try:
         asyncio.run(trial.execute(body))
@@ -159,15 +199,21 @@ async def ramp(
     clients: list[str],
     save: Callable[[], None],
     flags: tuple[str, ...] = (),
+    kind: Kind = JOB,
 ) -> None:
     """Each rate in turn for each client still sustaining, the cluster drained between."""
-    from cluster import install_punctual
+    from cluster import install_exports, install_punctual
     from kubeapi import lease_holder, wait_for
     from replicas import start_operator
+    from settings import EXPORTS_KIND
 
     trial.result["fencing"] = install_punctual(
         trial.cluster, trial.settings.source, fencing=trial.settings.fencing
     )
+    trial.result["kind"] = kind.name
+    if kind is EXPORT:
+        install_exports(trial.cluster)
+        flags = (*flags, "--workload-kinds", EXPORTS_KIND)
     operator = start_operator(
         trial.cluster, trial.workdir, "bench-a", trial.profile, trial.settings.source,
         cprofile=False, extra=flags,
@@ -185,11 +231,11 @@ async def ramp(
     going = list(clients)
     for rate in rates:
         for client in list(going):
-            await drain(trial)
+            await drain(trial, kind)
             if client == "plain":
-                step = await plain_step(trial, rate, minutes)
+                step = await plain_step(trial, rate, minutes, kind)
             else:
-                step = await punctual_step(trial, rate, minutes, operator)
+                step = await punctual_step(trial, rate, minutes, operator, kind)
             trial.result["steps"].append(step)
             save()
             s = step
@@ -204,7 +250,7 @@ async def ramp(
                 going.remove(client)
         if not going:
             break
-    await drain(trial)
+    await drain(trial, kind)
 
 
 def ticks_for(names: dict[str, str], start: float, end: float) -> dict[str, int]:
@@ -224,7 +270,12 @@ def job_template() -> dict[str, Any]:
     return template
 
 
-async def plain_step(trial: Trial, rate: int, minutes: int) -> dict[str, Any]:
+def template_of(kind: Kind) -> dict[str, Any]:
+    """Both clients' template for `kind`: the Job's, or an Export's spec."""
+    return job_template() if kind is JOB else {"spec": dict(EXPORT_SPEC)}
+
+
+async def plain_step(trial: Trial, rate: int, minutes: int, kind: Kind = JOB) -> dict[str, Any]:
     """The plain client at `rate`: its own process creating each tick's Jobs at the tick."""
     n = rate * 60
     start = float(math.ceil((wall() + 20) / 60) * 60)
@@ -235,8 +286,9 @@ async def plain_step(trial: Trial, rate: int, minutes: int) -> dict[str, Any]:
     plan.write_text(
         json.dumps(
             {
-                "path": f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs",
-                "template": job_template(),
+                "path": kind.collection(NAMESPACE),
+                "kind": kind.name,
+                "template": template_of(kind),
                 "ticks": sorted(expected.items(), key=lambda kv: kv[1]),
             }
         )
@@ -250,10 +302,11 @@ async def plain_step(trial: Trial, rate: int, minutes: int) -> dict[str, Any]:
         stdout=asyncio.subprocess.PIPE,
     )  # fmt: skip
     try:
-        log(f"plain at {rate}/s: {len(expected)} Jobs {hms(start)}..{hms(end)}")
+        log(f"plain at {rate}/s: {len(expected)} {kind.plural} {hms(start)}..{hms(end)}")
         step = await window(
             trial, "plain", rate, minutes, expected, start, end,
             client_pid=process.pid, is_client=lambda r: r.agent.startswith(PLAIN_AGENT),
+            kind=kind,
         )  # fmt: skip
     finally:
         if process.stdin is not None:
@@ -268,7 +321,7 @@ async def plain_step(trial: Trial, rate: int, minutes: int) -> dict[str, Any]:
 
 
 async def punctual_step(
-    trial: Trial, rate: int, minutes: int, operator: OperatorProcess
+    trial: Trial, rate: int, minutes: int, operator: OperatorProcess, kind: Kind = JOB
 ) -> dict[str, Any]:
     """Punctual at `rate`: rate x 60 CronSchedules, their first statuses written first."""
     from kubeapi import wait_for
@@ -278,7 +331,18 @@ async def punctual_step(
     setup_estimate = 30 + n / 100  # 10 000 took 53 s to create and write first statuses
     start = float(math.ceil((wall() + setup_estimate) / 60) * 60)
     end = start + 60 * minutes
-    template = job_template()
+    template = template_of(kind)
+    what: dict[str, Any] = (
+        {"jobTemplate": template}
+        if kind is JOB
+        else {
+            "workloadTemplate": {
+                "apiVersion": kind.group_version,
+                "kind": kind.kind,
+                **template,
+            }
+        }
+    )
     bodies = (
         {
             "apiVersion": "punctual.dev/v1",
@@ -292,7 +356,7 @@ async def punctual_step(
                 "successfulJobsHistoryLimit": HISTORY,
                 "failedJobsHistoryLimit": HISTORY,
                 "jitterSeconds": 0,
-                "jobTemplate": template,
+                **what,
             },
         }
         for i in range(n)
@@ -334,6 +398,7 @@ async def punctual_step(
     step = await window(
         trial, "punctual", rate, minutes, expected, start, end,
         client_pid=operator.pid, is_client=lambda r: r.agent == operator.user_agent,
+        kind=kind,
     )  # fmt: skip
     sampling.cancel()
     with contextlib.suppress(asyncio.CancelledError):
@@ -426,12 +491,16 @@ def _lag_between(before: dict[str, float], after: dict[str, float]) -> dict[str,
 
 
 class CreatesSeen:
-    """The Jobs the audit log shows created (201) since it was made: a substring scan of
-    the new lines, no JSON parse (cheap enough to run while the clients fire)."""
+    """The objects (Jobs, or `resource`) the audit log shows created (201) since it was
+    made: a substring scan of the new lines, no JSON parse (cheap enough to run while the
+    clients fire)."""
 
-    NAME = re.compile(rb'"objectRef":\{"resource":"jobs","namespace":"[^"]*","name":"([^"]+)"')
-
-    def __init__(self, audit_log: Path) -> None:
+    def __init__(self, audit_log: Path, resource: str = "jobs") -> None:
+        self.name = re.compile(
+            rb'"objectRef":\{"resource":"'
+            + re.escape(resource.encode())
+            + rb'","namespace":"[^"]*","name":"([^"]+)"'
+        )
         self.path = audit_log
         self.offset = audit_log.stat().st_size
         self.partial = b""
@@ -449,7 +518,7 @@ class CreatesSeen:
                 b'"verb":"create"' in line
                 and b'"code":201' in line
                 and b"ResponseComplete" in line
-                and (match := self.NAME.search(line)) is not None
+                and (match := self.name.search(line)) is not None
             ):
                 self.names.add(match.group(1).decode())
         return self.names
@@ -466,6 +535,7 @@ async def window(
     *,
     client_pid: int,
     is_client: Callable[[Request], bool],
+    kind: Kind = JOB,
 ) -> dict[str, Any]:
     """From a second before the first tick until every expected Job is created (or
     CLOSE_AFTER past the end); then the audit log of the window, read once."""
@@ -474,7 +544,7 @@ async def window(
     await sleep_until(start - 1.0)
     trial.tail.poll()
     trial.tail.requests.clear()  # the set-up's requests
-    seen = CreatesSeen(trial.cluster.audit_log)
+    seen = CreatesSeen(trial.cluster.audit_log, kind.plural)
     pids = {**trial.component_pids(), "client": client_pid}
     before = snapshot(pids)
     wanted = set(expected)
@@ -488,7 +558,9 @@ async def window(
     await asyncio.sleep(2.0)  # the last answers logged
     requests = trial.tail.poll()
     trial.tail.requests.clear()
-    step = figures(client, rate, minutes, expected, start, end, closed, requests, is_client)
+    step = figures(
+        client, rate, minutes, expected, start, end, closed, requests, is_client, kind.plural
+    )
     cpu = cpu_between(before, after)
     firings = max(1, step["firings"])
     client_cpu = cpu["seconds"].get("client", math.nan)
@@ -511,13 +583,14 @@ def figures(
     closed: float,
     requests: list[Request],
     is_client: Callable[[Request], bool],
+    resource: str = "jobs",
 ) -> dict[str, Any]:
-    """One window's figures from its audit log."""
+    """One window's figures from its audit log (`resource`: what the clients create)."""
     from measure import percentile
     from scale import _summary, pipeline
 
     mine = [r for r in requests if is_client(r)]
-    creates = [r for r in mine if r.verb == "create" and r.resource == "jobs"]
+    creates = [r for r in mine if r.verb == "create" and r.resource == resource]
     made = Counter(r.name for r in creates if r.code == 201)
     received = {r.name: r.received for r in creates if r.code == 201 and r.name in expected}
     missing = sorted(set(expected) - set(received))
@@ -562,16 +635,17 @@ def figures(
 # -- draining ----------------------------------------------------------------------------
 
 
-async def drain(trial: Trial) -> None:
-    """The last step's CronSchedules, Jobs and pods gone (Punctual releases its finalizer
-    on the Jobs of deleted schedules), so that no step inherits another's backlog."""
+async def drain(trial: Trial, kind: Kind = JOB) -> None:
+    """The last step's CronSchedules, Jobs (or `kind`'s objects) and pods gone (Punctual
+    releases its finalizer on the objects of deleted schedules), so that no step inherits
+    another's backlog."""
     from punctual.kube.client import NotFound, Unavailable
 
     options = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Background"}
     base = f"/namespaces/{NAMESPACE}"
     collections = (
         f"/apis/punctual.dev/v1{base}/cronschedules",
-        f"/apis/batch/v1{base}/jobs",
+        kind.collection(NAMESPACE),
         f"/api/v1{base}/pods",
     )
     began = wall()
@@ -633,11 +707,11 @@ async def _plain(plan: dict[str, Any], kubeconfig: str, concurrency: int) -> Non
     by_tick: dict[int, list[str]] = defaultdict(list)
     for name, tick in plan["ticks"]:
         by_tick[tick].append(name)
-    spec = plan["template"]["spec"]
+    kind, spec = KINDS[plan["kind"]], plan["template"]["spec"]
     gate = asyncio.Semaphore(concurrency)
 
     async def one(api: KubeClient, name: str) -> None:
-        body = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name}, "spec": spec}
+        body = kind.plain_body(name, spec)
         async with gate:
             while True:
                 try:

@@ -80,6 +80,14 @@ def markdown(folder: Path) -> str:
         "between steps. Each step at R firings a second: R x 60 names firing once a minute at "
         "their hashed second. Sustained: nothing missing, nothing twice, skew p99 <= "
         f"{_f(r.get('skew_p99_bound'), 1)} s. Skew: audit receipt of the create minus the tick.",
+        *(
+            [
+                "Both clients create Exports (a CRD kind no controller acts on: no pods, no "
+                "status changes, never finished) instead of Jobs (`--kind export`)."
+            ]
+            if r.get("kind") == "export"
+            else []
+        ),
         "",
         "| rate/s | client | created / expected | missing | twice | skew p50 | skew p99 "
         "| skew max | sustained | writes a firing | client CPU ms a firing | client cores "
