@@ -48,6 +48,7 @@ def start_operator(
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("PUNCTUAL_")}
     env.update({"PYTHONUNBUFFERED": "1", "PYTHONPATH": str(source / "operator")})
+    env["PYTHONMALLOC"] = "malloc"  # as the image runs it (operator/Dockerfile)
     env.pop("KUBECONFIG", None)
     started = OperatorProcess.start(
         identity,

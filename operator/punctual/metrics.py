@@ -146,6 +146,14 @@ class Metrics:
             registry=r,
         )
         self.heap_blocks.set_function(sys.getallocatedblocks)
+        self.heap_bytes = Gauge(
+            "punctual_heap_bytes",
+            "Bytes the C allocator holds allocated (glibc's mallinfo2; 0 without it). Under "
+            "PYTHONMALLOC=malloc, as the image runs, every Python object is there (and "
+            "punctual_heap_blocks reads 0): it follows the live objects and falls when "
+            "they are freed.",
+            registry=r,
+        )
         self.postponed = Gauge(
             "punctual_writes_postponed",
             "CronSchedules whose routine status write (one that waits on no tick in the "

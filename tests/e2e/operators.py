@@ -60,6 +60,7 @@ class Operators:
         """
         environ = {**os.environ, "KUBECONFIG": str(self.cluster.kubeconfig)}
         environ["PYTHONUNBUFFERED"] = "1"
+        environ["PYTHONMALLOC"] = "malloc"  # as the image runs it (operator/Dockerfile)
         for name, value in (env or {}).items():
             if value:
                 environ[name] = value

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from punctual.runtime.trimming import Trimmer, glibc_trim, resident_bytes
+from punctual.runtime.trimming import Trimmer, glibc_in_use, glibc_trim, resident_bytes
 
 
 class Minutes:
@@ -58,3 +58,14 @@ def test_glibc_trim_returns_freed_pages_here() -> None:
     trim()
     assert resident_bytes() < before - 32 * 2**20
     del held
+
+
+def test_glibc_in_use_follows_what_is_allocated_and_freed() -> None:
+    in_use = glibc_in_use()
+    assert in_use is not None, "this machine's Python runs on glibc 2.33 or later"
+    before = in_use()
+    held = [bytearray(4096) for _ in range(8192)]  # 32 MiB through malloc
+    grown = in_use()
+    del held
+    assert grown - before >= 32 * 2**20
+    assert in_use() < grown - 24 * 2**20

@@ -54,7 +54,7 @@ from punctual.runtime.reconciling import Installation, Reconciler, Role, Roles
 from punctual.runtime.sampling import LagSampler
 from punctual.runtime.scheduling import Key, SchedulerLoop
 from punctual.runtime.supervision import Fatal, first_failure, install_stop_signals
-from punctual.runtime.trimming import Trimmer, glibc_trim
+from punctual.runtime.trimming import Trimmer, glibc_in_use, glibc_trim
 from punctual.runtime.view import LeaderView
 
 logger = logging.getLogger("punctual")
@@ -195,6 +195,9 @@ class Operator:
         )
         self.lag = LagSampler()
         self.trimmer = Trimmer(trim=glibc_trim())
+        in_use = glibc_in_use()
+        if in_use is not None:
+            self.metrics.heap_bytes.set_function(in_use)
         # The schedules and the Jobs listed: everything may be decided.
         self.synced = asyncio.Event()
         for elector in self.election.electors:  # yield to a standby whose lists are in

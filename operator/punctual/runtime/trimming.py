@@ -10,7 +10,14 @@ the heap's blocks flat at 0.59-0.62 M; bench/results-soak/at-5a459cf-30min.md).
 and a pass whose memory was never freed finds nothing to return. In the 60-minute soak
 it returned 8-22 MiB at a time after bursts (bench/results-soak/at-1a0a54e.md). What it
 cannot return is a page that still holds one live block: resident memory still drifted
-there (+25-28 % over the hour, the heap's blocks within 1 %).
+there (+25-28 % over the hour, the heap's blocks within 1 %). Most of that drift was
+the interpreter's own allocator (pymalloc), which a trim cannot reach: pymalloc takes
+1 MiB arenas from the system and gives one back only once every object in it is freed,
+so the objects a burst leaves alive (an index entry, a string) pin its arenas. A soak
+replica's anonymous mappings grew from 64.9 to 73.0 MiB at one API server restart and
+stayed, while its C heap was trimmed back (bench/results-soak/malloc-ab/). So the image
+runs with PYTHONMALLOC=malloc: every object in the C allocator, whose free pages this
+trims whatever lives around them.
 
 What it must never do: touch a Python object, fail where glibc is absent (musl, macOS:
 there it does nothing), or read any clock but the injected sleeper's.
@@ -54,6 +61,39 @@ def glibc_trim() -> Callable[[], object] | None:
     trim.argtypes = [ctypes.c_size_t]
     trim.restype = ctypes.c_int
     return lambda: trim(0)
+
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in (
+            "arena", "ordblks", "smblks", "hblks", "hblkhd",
+            "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost",
+        )
+    ]  # fmt: skip
+
+
+def glibc_in_use() -> Callable[[], int] | None:
+    """The bytes the C allocator holds allocated now (glibc's mallinfo2: in its arenas
+    and mapped one by one), or None where the C library has no mallinfo2 (glibc before
+    2.33, musl, macOS). With PYTHONMALLOC=malloc, as the image runs, every Python object
+    is in it: the live heap, which falls when objects are freed, where resident memory
+    keeps what the allocator could not give back."""
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return None
+    try:
+        mallinfo2 = ctypes.CDLL(name).mallinfo2
+    except (OSError, AttributeError):
+        return None
+    mallinfo2.argtypes = []
+    mallinfo2.restype = _MallInfo2
+
+    def in_use() -> int:
+        info = mallinfo2()
+        return int(info.uordblks + info.hblkhd)
+
+    return in_use
 
 
 class Trimmer:
