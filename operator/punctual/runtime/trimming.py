@@ -31,6 +31,7 @@ import ctypes.util
 import logging
 import os
 from collections.abc import Callable
+from typing import Any
 
 from punctual.clocks import EventLoopSleeper, Sleeper
 
@@ -49,14 +50,21 @@ def resident_bytes() -> int:
         return 0
 
 
-def glibc_trim() -> Callable[[], object] | None:
-    """glibc's malloc_trim(0), or None where the C library has none."""
+def _libc(symbol: str) -> Any | None:
+    """A function of the C library by name, or None where it has none."""
     name = ctypes.util.find_library("c")
     if name is None:
         return None
     try:
-        trim = ctypes.CDLL(name).malloc_trim
+        return getattr(ctypes.CDLL(name), symbol)
     except (OSError, AttributeError):
+        return None
+
+
+def glibc_trim() -> Callable[[], object] | None:
+    """glibc's malloc_trim(0), or None where the C library has none."""
+    trim = _libc("malloc_trim")
+    if trim is None:
         return None
     trim.argtypes = [ctypes.c_size_t]
     trim.restype = ctypes.c_int
@@ -79,12 +87,8 @@ def glibc_in_use() -> Callable[[], int] | None:
     2.33, musl, macOS). With PYTHONMALLOC=malloc, as the image runs, every Python object
     is in it: the live heap, which falls when objects are freed, where resident memory
     keeps what the allocator could not give back."""
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return None
-    try:
-        mallinfo2 = ctypes.CDLL(name).mallinfo2
-    except (OSError, AttributeError):
+    mallinfo2 = _libc("mallinfo2")
+    if mallinfo2 is None:
         return None
     mallinfo2.argtypes = []
     mallinfo2.restype = _MallInfo2
