@@ -92,18 +92,6 @@ def test_the_image_has_no_entry_for_an_arbitrary_user(image: str) -> None:
     assert f"getpwuid(): uid not found: {ARBITRARY_UID}" in out.stderr
 
 
-def test_the_image_runs_every_object_in_the_c_allocator(image: str) -> None:
-    """PYTHONMALLOC=malloc, so that the operator's trims reach every freed page
-    (runtime/trimming.py): the interpreter's own allocator then holds no block, and
-    glibc's in-use bytes (punctual_heap_bytes) are the live heap."""
-    out = podman(
-        "run", "--rm", "--entrypoint", "python", image, "-c",
-        "import sys; from punctual.runtime.trimming import glibc_in_use;"
-        " print(sys.getallocatedblocks(), glibc_in_use()() > 1_000_000)",
-    )  # fmt: skip
-    assert out.stdout.split() == ["0", "True"]
-
-
 def test_the_image_leads_fires_and_hands_over_as_an_arbitrary_user(
     crd: Cluster,
     namespace: str,
