@@ -10,9 +10,11 @@ lag of the shards that did not move is unchanged by the kill.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import signal
 import statistics
+import threading
 import time
 import uuid
 from collections import Counter, defaultdict
@@ -24,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from punctual.kube.client import KubeClient
+from punctual.kube.client import ApiError, KubeClient
 from punctual.kube.sharding import shard_of
 
 from .conftest import REPO, Cluster, release_jobs
@@ -126,13 +128,92 @@ def lags(creates: list[Create], since: datetime, until: datetime) -> list[float]
     return [(c.at - tick_of(c.name)).total_seconds() for c in creates if since <= c.at < until]
 
 
+class Heartbeat:
+    """A writer that is not Punctual's: a thread that renews a Lease of its own every
+    INTERVAL seconds, so that the audit log says when the API server (or this machine)
+    kept everyone waiting, not only Punctual's replicas."""
+
+    AGENT = "punctual-tests-heartbeat"
+    INTERVAL = 0.25
+
+    def __init__(self, cluster: Cluster, namespace: str) -> None:
+        self.cluster = cluster
+        self.namespace = namespace
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=lambda: asyncio.run(self._run()), daemon=True)
+
+    def __enter__(self) -> Heartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+    async def _run(self) -> None:
+        path = f"/apis/coordination.k8s.io/v1/namespaces/{self.namespace}/leases"
+        body: dict[str, Any] = {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": "heartbeat"},
+            "spec": {"holderIdentity": self.AGENT, "leaseDurationSeconds": 1},
+        }
+        async with KubeClient(self.cluster.credentials(), user_agent=self.AGENT) as api:
+            body = await api.create(path, body)
+            beats = 0
+            while not self._stop.is_set():
+                await asyncio.sleep(self.INTERVAL)
+                beats += 1
+                body["spec"]["leaseTransitions"] = beats
+                try:
+                    body = await api.replace(f"{path}/heartbeat", body)
+                except ApiError:
+                    body = await api.get(f"{path}/heartbeat")
+
+    def stall(self, since: datetime, until: datetime) -> tuple[float, str]:
+        """How long the API server kept this writer waiting in [since, until), from the
+        audit log: its longest silence beyond one interval, or its slowest reply,
+        whichever is longer; and a line saying so. A stall of Punctual's replicas alone
+        leaves these writes flowing and answered: it counts 0 here."""
+        writes = sorted(
+            (parse(e["requestReceivedTimestamp"]), parse(e["stageTimestamp"]))
+            for e in self.cluster.audit_events()
+            if e.get("userAgent") == self.AGENT
+            and since <= parse(e["requestReceivedTimestamp"]) < until
+        )
+        heard = [since, *(received for received, _ in writes), until]
+        silence = max((b - a).total_seconds() for a, b in pairwise(heard))
+        slowest = max(((done - at).total_seconds() for at, done in writes), default=0.0)
+        stall = max(0.0, silence - self.INTERVAL, slowest)
+        return stall, (
+            f"a writer beside them: longest silence {silence:.2f} s, slowest write "
+            f"{slowest:.2f} s ({len(writes)} writes)"
+        )
+
+
+def renewal_gaps(cluster: Cluster, namespace: str, since: datetime, until: datetime) -> str:
+    """Each replica's longest gap between its Lease writes in [since, until)."""
+    by_replica: dict[str, list[datetime]] = defaultdict(list)
+    for e in cluster.audit_events():
+        agent = str(e.get("userAgent", ""))
+        ref = e.get("objectRef") or {}
+        at = parse(e["requestReceivedTimestamp"])
+        ours = agent.startswith("punctual/") and ref.get("namespace") == namespace
+        if ours and ref.get("resource") == "leases" and since <= at < until:
+            by_replica[agent].append(at)
+    return ", ".join(
+        f"{agent} {max((b - a).total_seconds() for a, b in pairwise([since, *sorted(ats)])):.1f} s"
+        for agent, ats in sorted(by_replica.items())
+    )
+
+
 def test_three_replicas_share_eight_shards_and_a_kill_moves_only_its_shards(
     crd: Cluster, namespace: str, namespaces: list[str], workdir: Path
 ) -> None:
     if crd.audit_log is None:
         pytest.skip("needs the local control plane's audit log")
     watch = [arg for ns in namespaces[1:] for arg in ("--namespace", ns)]
-    with operators(crd, namespace, workdir) as ops:
+    with operators(crd, namespace, workdir) as ops, Heartbeat(crd, namespace) as heartbeat:
         replicas = {
             name: ops.start(name, "--shards", str(SHARDS), *watch, lease=LEASE)
             for name in ("ra", "rb", "rc")
@@ -249,9 +330,18 @@ def test_three_replicas_share_eight_shards_and_a_kill_moves_only_its_shards(
         f"{p99(kept_after):.3f} s after; the moved shards' worst {max(moved_after):.1f} s; "
         f"{len(refused)} creates refused by the fence"
     )
+    # A stall of the API server itself (or of this machine) is not the kill's doing: it is
+    # measured by a writer beside the replicas, said, and allowed for; a stall of the
+    # survivors alone is not. (One CI run saw every surviving shard 12 s late after the
+    # kill, with nothing recorded to tell which it was: the report now says.)
+    stall, heard = heartbeat.stall(killed, end)
+    report.append(
+        f"; {heard}; longest gap between Lease writes: {renewal_gaps(crd, namespace, killed, end)}"
+    )
     print("".join(report))
-    assert p99(kept_after) <= p99(kept_before) + 0.5
-    assert max(moved_after) <= 6 + 4  # about one Lease duration, plus a round
+    assert p99(kept_after) <= p99(kept_before) + 0.5 + stall, "".join(report)
+    # About one Lease duration, plus a round.
+    assert max(moved_after) <= 6 + 4 + stall, "".join(report)
 
 
 def fence_spec(cluster: Cluster, namespace: str) -> dict[str, Any]:
