@@ -821,7 +821,12 @@ async def startup(
     trial.result["startup"] = await _one_start(trial, "bench-a", first_tick, n + every, first_cap)
     # Then a restart: the schedules have their status now, as after any upgrade.
     trial.operators[-1].stop(timeout=30.0)
-    trial.result["restart"] = await _one_start(trial, "bench-b", 0.0, n + every, cap)
+    # A first start stopped early (--first-start-minutes) may leave the every-second
+    # ticks still ahead: the restart's are due from then, not from its start.
+    ahead = first_tick if first_tick > wall() else None
+    trial.result["restart"] = await _one_start(
+        trial, "bench-b", 0.0, n + every, cap, due_from=ahead
+    )
     # Then a failover: a hot standby beside the new leader, and the leader killed (-9).
     trial.result["failover"] = await _failover(trial, trial.operators[-1], every)
     pids = trial.component_pids()
@@ -897,10 +902,16 @@ async def _failover(
 
 
 async def _one_start(
-    trial: Trial, identity: str, first_tick: float, total: int, cap: float
+    trial: Trial,
+    identity: str,
+    first_tick: float,
+    total: int,
+    cap: float,
+    *,
+    due_from: float | None = None,
 ) -> dict[str, Any]:
     """One `punctual run` started and followed; first_tick 0: the schedules have status
-    already, and the every-second ones are due from the start."""
+    already, and the every-second ones are due from the start (or from `due_from`)."""
     from replicas import start_operator
 
     before = snapshot(trial.component_pids())
@@ -909,7 +920,7 @@ async def _one_start(
         trial.cluster, trial.workdir, identity, trial.profile, trial.settings.source, cprofile=False
     )
     trial.operators.append(operator)
-    first = first_tick or t0
+    first = first_tick or due_from or t0
     log(f"{identity} started; every-second ticks due from +{first - t0:.1f}s")
     # A restart writes no first statuses (every schedule has one): it is followed until its
     # index is complete, then for a minute of every-second firings.
