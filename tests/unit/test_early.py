@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from punctual.core.early import due_minutes, due_soon
+from punctual.core.early import due_minutes, due_soon, first_tick
 from punctual.kube.applying import schedule_path
 from punctual.kube.client import Unavailable
 from punctual.kube.jobwatching import JobIndex
@@ -204,3 +204,39 @@ def test_the_minutes_listed_first_are_now_then_behind_then_ahead() -> None:
         "2026-12-02T10:34:00Z", "2026-12-02T10:33:00Z", "2026-12-02T10:32:00Z",
         "2026-12-02T10:36:00Z", "2026-12-02T10:37:00Z",
     ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("spec", "created", "first"),
+    [
+        ({"schedule": "*/5 * * * *"}, "2026-12-05T18:01:30Z", "2026-12-05T18:05:00Z"),
+        ({"schedule": "* * * * * *"}, "2026-12-05T18:01:30Z", "2026-12-05T18:01:31Z"),
+        # A startTime after the creation: its first tick after that.
+        (
+            {"schedule": "0 * * * *", "startTime": "2026-12-06T09:30:00Z"},
+            "2026-12-05T18:01:30Z",
+            "2026-12-06T10:00:00Z",
+        ),
+        # In the schedule's zone: 09:00 in Tokyo is 00:00 UTC.
+        (
+            {"schedule": "0 9 * * *", "timeZone": "Asia/Tokyo"},
+            "2026-12-05T18:01:30Z",
+            "2026-12-06T00:00:00Z",
+        ),
+        # Not cheap to know, or not knowable: the never-decided ones' order, as before.
+        ({"schedule": "H * * * *"}, "2026-12-05T18:01:30Z", None),
+        ({"schedules": [{"cron": "* * * * *"}]}, "2026-12-05T18:01:30Z", None),
+        ({"runAt": "2026-12-06T09:30:00Z"}, "2026-12-05T18:01:30Z", None),
+        ({"schedule": "61 * * * *"}, "2026-12-05T18:01:30Z", None),
+        ({"schedule": "* * * * *", "timeZone": "Mars/Olympus"}, "2026-12-05T18:01:30Z", None),
+        ({"schedule": "* * * * *"}, None, None),
+        ({"schedule": "* * * * *"}, "yesterday", None),
+    ],
+)
+def test_first_tick_of_a_never_decided_schedule_is_read_from_its_spec(
+    spec: dict[str, Any], created: str | None, first: str | None
+) -> None:
+    body: dict[str, Any] = {"metadata": {"name": "s", "uid": "u"}, "spec": spec}
+    if created is not None:
+        body["metadata"]["creationTimestamp"] = created
+    assert first_tick(body) == first

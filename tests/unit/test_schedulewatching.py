@@ -296,3 +296,33 @@ async def test_a_minute_that_holds_many_schedules_is_listed_in_pages() -> None:
     index = ScheduleIndex(api, [NS], lambda k, b: None)
     assert await index.list_due(["2027-01-01T00:00:00Z"]) == 150
     assert [r.params.get("continue") for r in api.requests] == [None, "100"]
+
+
+def never_decided(name: str, expression: str, created: str) -> dict[str, Any]:
+    body = schedule(name, "5")
+    body["metadata"]["creationTimestamp"] = created
+    body["spec"]["schedule"] = expression
+    return body
+
+
+async def test_a_never_decided_schedule_due_by_its_spec_is_looked_at_with_the_due_ones() -> None:
+    # Listed last among 3 never-decided ones, an every-second schedule created an hour
+    # ago is due now: it goes with the due ones, by its first tick (at 200 000 it waited
+    # behind 196 000 first claims). A yearly one and one whose ticks are its own (`H`)
+    # stay with the never-decided.
+    api = scripted(
+        SCHEDULES,
+        lists=[
+            [
+                with_next("hourly", "2026-11-26T17:00:00Z"),
+                never_decided("yearly-new", "0 0 1 1 *", "2026-11-26T16:29:00Z"),
+                never_decided("hashed", "H * * * * *", "2026-11-26T15:30:00Z"),
+                with_next("due", "2026-11-26T16:30:01Z"),
+                never_decided("every-second", "* * * * * *", "2026-11-26T15:30:00Z"),
+            ]
+        ],
+        streams=[],
+    )
+    index, _ = await follow(api)
+    names = [name for _, name in index.soonest_first("2026-11-26T16:30:10Z")]
+    assert names == ["every-second", "due", "yearly-new", "hashed", "hourly"]

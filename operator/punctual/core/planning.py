@@ -346,6 +346,16 @@ def _cron_ticks(expression: str, time_zone: str, uid: str | None) -> CronTicks:
     return CronTicks(expression, parse_fields(expression, uid=uid), load_zone(time_zone))
 
 
+def plain_cron_ticks(expression: str, time_zone: str) -> CronTicks | None:
+    """The ticks of one cron expression, shared with every pass that plans the same (the
+    cache `tick_source` uses); None for an expression with `H` fields (its ticks are
+    the schedule's own: caching one per schedule would push out the passes' entries).
+    ScheduleError if unusable."""
+    if uses_hash(expression):
+        return None
+    return _cron_ticks(expression, time_zone, None)
+
+
 UPCOMING_SOURCES: Final = 16384  # sources whose upcoming ticks are kept
 # Per source, its latest (first, count, ticks): a schedule's next tick only moves on, so
 # the ticks from an earlier one are never asked for again. (Keyed by tick too, as an LRU
